@@ -1,0 +1,33 @@
+# pixelpipe: corpus -> render -> teacher -> encode -> consolidate -> student (-> ONNX -> reports)
+# `snakemake --cores 4 train` builds the student; `snakemake --cores 4` builds everything.
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: str(Path(workflow.basedir) / "config.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/corpus.smk"
+include: "rules/render.smk"
+include: "rules/teacher.smk"
+include: "rules/encode.smk"
+include: "rules/student.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        STUDENT_FILES,
+
+
+rule train:
+    input:
+        STUDENT_FILES,
+
+
+onsuccess:
+    print_accuracy_summary()

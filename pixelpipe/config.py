@@ -1,0 +1,113 @@
+"""Load, complete and validate a pixelpipe config.
+
+One function, `resolve_config`, is used by the Snakefile and by every
+command-line entry point, so the workflow and `python -m pixelpipe.*` see the
+same values: user keys win, then the hardware profile, then schema defaults.
+Errors name the offending key before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .hardware import PROFILES, auto_profile, detect_device
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rules" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the key."""
+
+
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Recursively merge `override` into a copy of `base` (override wins)."""
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _fill_defaults(schema: dict, instance: Any, root: dict) -> Any:
+    if "$ref" in schema:
+        name = schema["$ref"].split("/")[-1]
+        schema = {**root["definitions"][name], **{k: v for k, v in schema.items() if k != "$ref"}}
+    if isinstance(instance, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+            if key in instance:
+                instance[key] = _fill_defaults(sub, instance[key], root)
+    return instance
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+
+
+def validate_schema(cfg: dict, schema: dict) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"config key '{_key_path(e)}': {e.message}" for e in errors]
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+
+
+def _check_consistency(cfg: dict) -> None:
+    problems = []
+    splits = cfg["corpus"]["splits"]
+    if abs(sum(splits.values()) - 1.0) > 1e-6:
+        problems.append(f"corpus.splits must sum to 1, got {sum(splits.values()):.4f}")
+    if cfg["corpus"]["min_chars"] > cfg["corpus"]["max_chars"]:
+        problems.append("corpus.min_chars must be <= corpus.max_chars")
+    r = cfg["render"]
+    if r["font_size_min"] > r["font_size_max"]:
+        problems.append("render.font_size_min must be <= render.font_size_max")
+    for role in ("teacher", "student"):
+        m = cfg[role]["model"]
+        for side in ("height", "width"):
+            if r[side] % m["patch_size"]:
+                problems.append(f"render.{side} ({r[side]}) must be a multiple of {role}.model.patch_size ({m['patch_size']})")
+        if m["dim"] % m["heads"]:
+            problems.append(f"{role}.model.dim ({m['dim']}) must be divisible by {role}.model.heads ({m['heads']})")
+        bs = cfg[role]["train"]["batch_size"]
+        acc = cfg["engine"]["grad_accum_steps"]
+        if bs != "auto" and bs % acc:
+            problems.append(f"{role}.train.batch_size ({bs}) must be divisible by engine.grad_accum_steps ({acc})")
+    if cfg["student"]["model"]["num_capsules"] != cfg["teacher"]["model"]["num_capsules"]:
+        problems.append("student.model.num_capsules must equal teacher.model.num_capsules (sketches are aligned per capsule)")
+    if "train" not in cfg["encode"]["splits"]:
+        problems.append("encode.splits must include 'train' (the student distils from it)")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def resolve_config(user_cfg: dict | None) -> dict:
+    """User config -> complete, validated config with the hardware profile applied."""
+    user_cfg = copy.deepcopy(user_cfg or {})
+    schema = load_schema()
+    validate_schema(user_cfg, schema)  # structure and types of what the user wrote
+    requested = user_cfg.get("hardware", {}).get("profile", "cpu")
+    profile = auto_profile(detect_device(user_cfg.get("hardware", {}).get("device", "auto"))) if requested == "auto" else requested
+    cfg = deep_merge(PROFILES[profile], user_cfg)
+    cfg.setdefault("hardware", {})["profile"] = profile
+    cfg = _fill_defaults(schema, cfg, schema)
+    validate_schema(cfg, schema)
+    _check_consistency(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: dict | None = None) -> dict:
+    user = yaml.safe_load(Path(path).read_text()) if path else {}
+    return resolve_config(deep_merge(user or {}, overrides or {}))

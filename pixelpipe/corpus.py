@@ -1,0 +1,301 @@
+"""Build the labelled corpus: generate or load it, split it, drop or reject bad rows.
+
+Corpus config (the `corpus` section):
+    path          null -> generate the default multilingual Faker corpus; else a
+                  .csv, .jsonl, .json (JSON lines) or .parquet file
+    text_column   column holding the text ("text")
+    label_column  column holding the label ("label"); ints or strings, stringified
+    split_column  optional column whose values are train/val/test; null -> random split
+    splits        fractions {train: 0.8, val: 0.1, test: 0.1}
+    num_samples   rows to generate (default corpus only)
+    min_chars     shortest generated text (default corpus only)
+    max_chars     longest text; longer generated texts are trimmed, longer user texts are bad rows
+    on_bad_row    "skip" (drop and report) or "fail" (raise naming the first bad row)
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from faker import Faker
+
+from . import io
+from .fonts import FontSet
+from .render import RenderSettings
+
+DEFAULT_LOCALES = (
+    "ar_AA", "az_AZ", "cs_CZ", "da_DK", "de_DE", "el_GR", "en_US", "es_ES", "fa_IR", "fr_FR",
+    "he_IL", "hy_AM", "it_IT", "mk_MK", "nl_NL", "pl_PL", "ru_RU", "uk_UA", "vi_VN",
+)  # fmt: skip
+SPLITS = ("train", "val", "test")
+CORPUS_DEFAULTS: dict[str, Any] = {
+    "path": None,
+    "text_column": "text",
+    "label_column": "label",
+    "split_column": None,
+    "splits": {"train": 0.8, "val": 0.1, "test": 0.1},
+    "max_chars": None,
+    "on_bad_row": "skip",
+}
+
+
+# --- split sizes ------------------------------------------------------------------
+
+
+def _split_sizes(n: int, fractions: dict[str, float]) -> dict[str, int]:
+    unknown = set(fractions) - set(SPLITS)
+    if unknown or abs(sum(fractions.values()) - 1) > 1e-6 or min(fractions.values()) < 0:
+        raise ValueError(f"corpus.splits must give fractions of {list(SPLITS)} summing to 1, got {fractions}")
+    # The epsilon keeps float noise (0.29 * 100 = 28.999...) from losing a row.
+    val = int(n * fractions.get("val", 0) + 1e-9)
+    test = int(n * fractions.get("test", 0) + 1e-9)
+    return {"train": n - val - test, "val": val, "test": test}
+
+
+def _split_values(values: Sequence[Any], split_column: str) -> list[str]:
+    out = [str(v).strip() for v in values]
+    bad = sorted(set(out) - set(SPLITS))
+    if bad:
+        raise ValueError(f"split column {split_column!r} has values {bad}; allowed: {list(SPLITS)}")
+    return out
+
+
+def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
+    """Rows per split before bad rows are dropped. Cheap: called when Snakemake parses the DAG."""
+    cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
+    if cfg["path"] is None:
+        return _split_sizes(int(_required(cfg, "num_samples")), cfg["splits"])
+    path, split_col = Path(cfg["path"]), cfg["split_column"]
+    if split_col is not None:
+        splits = _split_values(_read(path, [split_col])[split_col].tolist(), split_col)
+        counts = collections.Counter(splits)
+        return {s: counts.get(s, 0) for s in SPLITS}
+    if path.suffix.lower() == ".parquet":
+        n = pq.ParquetFile(path).metadata.num_rows
+    elif path.suffix.lower() in (".jsonl", ".json"):
+        with open(path, encoding="utf-8") as f:
+            n = sum(1 for line in f if line.strip())
+    else:
+        n = len(_read(path, [cfg["label_column"]]))
+    return _split_sizes(n, cfg["splits"])
+
+
+def assign_splits(n_rows: int, fractions: dict[str, float], seed: int) -> np.ndarray:
+    """Split name per row: a seeded permutation cut into the planned sizes."""
+    sizes = _split_sizes(n_rows, fractions)
+    order = np.random.default_rng([seed, 1]).permutation(n_rows)  # own stream, not the generator's shuffle
+    out = np.empty(n_rows, dtype="<U5")
+    start = 0
+    for split in SPLITS:
+        out[order[start : start + sizes[split]]] = split
+        start += sizes[split]
+    return out
+
+
+# --- sources ----------------------------------------------------------------------
+
+
+def _faker_text(fake: Faker, min_chars: int, max_chars: int) -> str:
+    target = fake.random_int(min_chars, max_chars)
+    text = fake.sentence()
+    while len(text) < target:
+        text += " " + fake.sentence()
+    if len(text) > max_chars:
+        cut = text[: max_chars + 1].rfind(" ")
+        text = text[:cut] if cut >= min_chars else text[:max_chars]
+    return text
+
+
+def generate_default_corpus(
+    num_samples: int, min_chars: int, max_chars: int, seed: int, locales: Sequence[str] = DEFAULT_LOCALES
+) -> pd.DataFrame:
+    """Balanced multilingual corpus [id, text, label]: row i is in locale i % len(locales).
+
+    Labels are language codes (the locale prefix). Each locale's Faker is
+    seeded on its own, so the output depends only on the arguments.
+    """
+    if not 0 < min_chars <= max_chars:
+        raise ValueError(f"corpus.min_chars ({min_chars}) must be > 0 and <= corpus.max_chars ({max_chars})")
+    fakers = []
+    for i, locale in enumerate(locales):
+        fake = Faker(locale)
+        fake.seed_instance(seed * len(locales) + i)
+        fakers.append(fake)
+    texts = [_faker_text(fakers[i % len(locales)], min_chars, max_chars) for i in range(num_samples)]
+    labels = [locales[i % len(locales)].split("_")[0] for i in range(num_samples)]
+    order = np.random.default_rng(seed).permutation(num_samples)
+    return pd.DataFrame(
+        {
+            "id": [f"row-{k + 1:06d}" for k in range(num_samples)],
+            "text": [texts[j] for j in order],
+            "label": [labels[j] for j in order],
+        }
+    )
+
+
+def _require_columns(wanted: Sequence[str], present: Sequence[str], path: Path) -> None:
+    for col in wanted:
+        if col not in present:
+            raise ValueError(f"corpus file {path} has no column {col!r}; columns present: {list(present)}")
+
+
+def _read(path: Path, columns: list[str]) -> pd.DataFrame:
+    """Only `columns` of a corpus file, values as stored (CSV: strings, empty field = missing)."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        _require_columns(columns, pq.read_schema(path).names, path)
+        return pq.read_table(path, columns=columns).to_pandas()
+    if suffix == ".csv":
+        _require_columns(columns, list(pd.read_csv(path, nrows=0).columns), path)
+        df = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False, na_values=[""])
+        return df[columns]
+    if suffix in (".jsonl", ".json"):
+        df = pd.read_json(path, lines=True, dtype=False)
+        _require_columns(columns, list(df.columns), path)
+        return df[columns]
+    raise ValueError(f"unsupported corpus file {path}: use .csv, .jsonl, .json (JSON lines) or .parquet")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (not isinstance(value, str) and pd.isna(value)) or (isinstance(value, str) and not value.strip())
+
+
+def _as_str(value: Any) -> Any:
+    """Stringify a label or text; 3.0 (an int column with nulls read as float) becomes "3"."""
+    if _missing(value) or isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def load_user_corpus(
+    path: str | Path, text_column: str, label_column: str, split_column: str | None = None
+) -> pd.DataFrame:
+    """Columns id ("row-000001" = line of data in the file), text, label (str) and, with split_column, split."""
+    path = Path(path)
+    columns = [text_column, label_column] + ([split_column] if split_column else [])
+    raw = _read(path, columns)
+    df = pd.DataFrame(
+        {
+            "id": [f"row-{k + 1:06d}" for k in range(len(raw))],
+            "text": [_as_str(v) for v in raw[text_column]],
+            "label": [_as_str(v) for v in raw[label_column]],
+        }
+    )
+    if split_column:
+        df["split"] = _split_values(raw[split_column].tolist(), split_column)
+    return df
+
+
+# --- bad rows ---------------------------------------------------------------------
+
+
+def _bad_reason(text: Any, label: Any, fonts: Any, max_chars: int | None) -> str | None:
+    if _missing(text):
+        return "empty text"
+    if _missing(label):
+        return "missing label"
+    missing = fonts.missing_chars(text)
+    if missing:
+        return f"undrawable characters: {missing}"
+    if max_chars is not None and len(text) > max_chars:
+        return f"text too long ({len(text)} > {max_chars})"
+    return None
+
+
+def find_bad_rows(df: pd.DataFrame, renderer_or_fontset: Any, max_chars: int | None) -> pd.DataFrame:
+    """The rows of `df` that cannot be used, with a `reason` column (first problem found)."""
+    reasons = [_bad_reason(t, l, renderer_or_fontset, max_chars) for t, l in zip(df["text"], df["label"])]
+    mask = np.array([r is not None for r in reasons], dtype=bool)
+    return df[mask].assign(reason=[r for r in reasons if r is not None])
+
+
+def _reason_kind(reason: str) -> str:
+    """'undrawable characters: X' -> 'undrawable characters', 'text too long (9 > 8)' -> 'text too long'."""
+    return re.split(r"[:(]", reason, maxsplit=1)[0].strip()
+
+
+def _label_order(names: set[str]) -> list[str]:
+    """Sorted label names; integer labels sort numerically so 0..N keep their own ids."""
+    if all(re.fullmatch(r"-?\d+", n) for n in names):
+        return sorted(names, key=int)
+    return sorted(names)
+
+
+def _required(cfg: dict[str, Any], key: str) -> Any:
+    if cfg.get(key) is None:
+        raise ValueError(f"corpus.{key} is required for the default (generated) corpus")
+    return cfg[key]
+
+
+# --- build ------------------------------------------------------------------------
+
+
+def _write_split(path: Path, df: pd.DataFrame, class_ids: dict[str, int]) -> None:
+    table = pa.table(
+        {
+            "id": pa.array(df["id"].tolist(), pa.string()),
+            "text": pa.array(df["text"].tolist(), pa.string()),
+            "label": pa.array([class_ids[l] for l in df["label"]], pa.int64()),
+        }
+    )
+    with io.atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(table, tmp)
+
+
+def build_corpus(
+    corpus_cfg: dict[str, Any],
+    render_settings: RenderSettings,
+    out_dir: Path,
+    seed: int,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Write {train,val,test}.parquet (id, text, label = class id) and labels.json; return labels.json's content."""
+    cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
+    if cfg["on_bad_row"] not in ("skip", "fail"):
+        raise ValueError(f"corpus.on_bad_row must be 'skip' or 'fail', got {cfg['on_bad_row']!r}")
+    if cfg["path"] is None:
+        max_chars = _required(cfg, "max_chars")
+        df = generate_default_corpus(int(_required(cfg, "num_samples")), int(_required(cfg, "min_chars")), max_chars, seed)
+        locales = {loc.split("_")[0]: loc for loc in DEFAULT_LOCALES}
+    else:
+        df = load_user_corpus(cfg["path"], cfg["text_column"], cfg["label_column"], cfg["split_column"])
+        locales = None
+    if "split" not in df:
+        df["split"] = assign_splits(len(df), cfg["splits"], seed)
+    df["row"] = np.arange(1, len(df) + 1)  # 1-based data row in the file, for messages
+
+    bad = find_bad_rows(df, FontSet(render_settings.fonts), cfg["max_chars"])
+    counts = dict(collections.Counter(_reason_kind(r) for r in bad["reason"]))
+    if len(bad):
+        where = [f"row {r.row} (split {r.split}, id {r.id}): {r.reason}" for r in bad.head(5).itertuples()]
+        if cfg["on_bad_row"] == "fail":
+            raise ValueError(
+                f"corpus {where[0]}; {len(bad)} bad row(s) in total {counts}. "
+                "Fix the data or set corpus.on_bad_row: skip"
+            )
+        log(f"corpus: skipping {len(bad)} bad row(s): {counts}")
+        for line in where:
+            log(f"  {line}")
+        df = df.drop(index=bad.index)
+
+    labels = _label_order(set(df["label"]))
+    class_ids = {name: i for i, name in enumerate(labels)}
+    out_dir = Path(out_dir)
+    sizes = {}
+    for split in SPLITS:
+        part = df[df["split"] == split]
+        _write_split(out_dir / f"{split}.parquet", part, class_ids)
+        sizes[split] = len(part)
+    info = {"labels": labels, "locales": locales, "bad_rows": counts, "split_sizes": sizes}
+    io.write_json(out_dir / "labels.json", info)
+    log(f"corpus: {sum(sizes.values())} rows, {len(labels)} labels, splits {sizes}")
+    return info

@@ -1,0 +1,416 @@
+"""The training engine shared by teacher and student.
+
+One loop you can read top to bottom: mixed precision, torch.compile, gradient
+accumulation, activation checkpointing, channels_last, TF32, a tuned
+DataLoader, on-device augmentation, out-of-memory fallback, checkpoint
+rotation and exact resume, an optional profiler, per-component timing and a
+progress bar. What is trained is decided by an `Objective`: a module that
+turns (model, batch) into a loss.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Sampler
+from tqdm.auto import tqdm
+
+from . import checkpoint as ckpt
+from .augment import augment_batch
+from .hardware import DeviceInfo, resolve_precision
+from .timing import ComponentTimer
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+@dataclass
+class EngineSettings:
+    """The `engine:` config section, resolved for one device."""
+
+    precision: str = "fp32"
+    compile: str = "none"
+    grad_accum_steps: int = 1
+    activation_checkpointing: bool = False
+    grad_free_cycles: bool = False
+    channels_last: bool = False
+    tf32: bool = True
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = True
+    prefetch_factor: int = 2
+    augment: bool = False
+    memory_target: float = 0.8
+    memory_margin: float = 0.05
+    profiler: bool = False
+    progress: bool = True
+    threads: int = 0
+
+    @classmethod
+    def from_config(cls, engine_cfg: dict, info: DeviceInfo) -> "EngineSettings":
+        s = cls(**engine_cfg)
+        s.precision = resolve_precision(s.precision, info)
+        if info.kind == "cpu":
+            s.pin_memory = False
+        return s
+
+
+@dataclass
+class TrainSettings:
+    epochs: float
+    batch_size: int
+    lr: float
+    weight_decay: float
+    warmup_fraction: float
+    grad_clip: float
+    label_smoothing: float = 0.0
+
+
+@dataclass
+class TrainResult:
+    history: list[dict] = field(default_factory=list)
+    resolved: dict = field(default_factory=dict)
+    components: dict = field(default_factory=dict)
+    steps: int = 0
+    samples: int = 0
+    wall_s: float = 0.0
+
+
+class Objective(nn.Module):
+    """Turns a batch into a loss. Subclasses may own parameters (e.g. an adapter)."""
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        raise NotImplementedError
+
+
+class EpochBatchSampler(Sampler[list[int]]):
+    """Shuffled micro-batches for one epoch, starting at any micro-batch.
+
+    The order depends only on (seed, epoch), so a resumed run sees exactly the
+    batches the interrupted one would have seen next.
+    """
+
+    def __init__(self, n: int, micro_batch: int, batches: int, seed: int, epoch: int, start: int = 0):
+        self.n, self.micro, self.batches = n, micro_batch, batches
+        self.seed, self.epoch, self.start = seed, epoch, start
+
+    def __iter__(self) -> Iterator[list[int]]:
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        order = torch.randperm(self.n, generator=g).tolist()
+        for b in range(self.start, self.batches):
+            yield order[b * self.micro : (b + 1) * self.micro]
+
+    def __len__(self) -> int:
+        return self.batches - self.start
+
+
+def is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+def configure_backends(settings: EngineSettings, threads: int | None = None) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = settings.tf32
+    torch.backends.cudnn.allow_tf32 = settings.tf32
+    torch.backends.cudnn.benchmark = True
+    n = settings.threads or threads
+    if n:
+        torch.set_num_threads(n)
+
+
+def autocast_context(device: torch.device, precision: str):
+    if device.type != "cuda" or precision == "fp32":
+        return torch.autocast(device_type=device.type, enabled=False)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type="cuda", dtype=dtype)
+
+
+def compile_model(model: nn.Module, mode: str, grad_accum_steps: int, log: Callable[[str], None]) -> nn.Module:
+    """torch.compile, refusing CUDA-graph modes under accumulation (graphs replay static buffers)."""
+    if mode == "none":
+        return model
+    if grad_accum_steps > 1 and mode in CUDA_GRAPH_MODES:
+        fallback = "max-autotune-no-cudagraphs" if mode == "max-autotune" else "default"
+        msg = f"compile mode '{mode}' uses CUDA graphs, which gradient accumulation breaks; using '{fallback}'"
+        warnings.warn(msg)
+        log("WARNING: " + msg)
+        mode = fallback
+    return torch.compile(model, mode=mode)
+
+
+def param_groups(modules: list[nn.Module], weight_decay: float) -> list[dict]:
+    """Decay matrices and conv kernels only (nanoGPT's rule): not norms, biases or embeddings."""
+    decay, no_decay = [], []
+    for m in modules:
+        for name, p in m.named_parameters():
+            if not p.requires_grad:
+                continue
+            (decay if p.dim() >= 2 and "pos_embed" not in name and "queries" not in name else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    def f(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return f
+
+
+def make_loader(dataset: Dataset, sampler: Sampler, settings: EngineSettings) -> DataLoader:
+    workers = settings.num_workers
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        num_workers=workers,
+        pin_memory=settings.pin_memory,
+        persistent_workers=False,  # a new sampler per epoch needs a new loader; see fit()
+        prefetch_factor=settings.prefetch_factor if workers > 0 else None,
+    )
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device, channels_last: bool) -> dict[str, torch.Tensor]:
+    out = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+    if channels_last and out["image"].dim() == 4:
+        out["image"] = out["image"].contiguous(memory_format=torch.channels_last)
+    return out
+
+
+@torch.inference_mode()
+def evaluate(
+    model: nn.Module,
+    dataset: Dataset,
+    device: torch.device,
+    precision: str = "fp32",
+    batch_size: int = 256,
+    num_workers: int = 0,
+) -> dict[str, float]:
+    """Accuracy and cross-entropy of `model` on `dataset`."""
+    model.eval()
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    correct, loss_sum, n = 0, 0.0, 0
+    for batch in loader:
+        images, labels = batch["image"].to(device), batch["label"].to(device)
+        with autocast_context(device, precision):
+            logits = model(images)["logits"].float()
+        loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+        correct += (logits.argmax(-1) == labels).sum().item()
+        n += labels.numel()
+    return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
+
+
+class Trainer:
+    """Runs `objective` over `train_set` with the engine's switches; resumable from `ckpt_dir`."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        objective: Objective,
+        train_set: Dataset,
+        val_set: Dataset | None,
+        train: TrainSettings,
+        engine: EngineSettings,
+        device: torch.device,
+        seed: int = 0,
+        ckpt_dir: str | Path | None = None,
+        keep_last: int = 3,
+        every_steps: int = 100,
+        log: Callable[[str], None] = print,
+        profile_dir: str | Path | None = None,
+        desc: str = "train",
+    ):
+        self.model, self.objective = model.to(device), objective.to(device)
+        self.train_set, self.val_set = train_set, val_set
+        self.train, self.engine, self.device, self.seed = train, engine, device, seed
+        self.ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
+        self.keep_last, self.every_steps = keep_last, every_steps
+        self.log, self.desc = log, desc
+        self.profile_dir = Path(profile_dir) if profile_dir else None
+        self.accum = engine.grad_accum_steps
+        self.micro = train.batch_size // self.accum
+        self.oom_fallbacks = 0
+
+        model.activation_checkpointing = engine.activation_checkpointing
+        model.grad_free_cycles = engine.grad_free_cycles
+        if engine.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self.forward_model = compile_model(model, engine.compile, self.accum, log)
+        self.optimizer = torch.optim.AdamW(
+            param_groups([model, objective], train.weight_decay), lr=train.lr, betas=(0.9, 0.95),
+            fused=device.type == "cuda",
+        )
+        n = len(train_set)
+        if n < train.batch_size:
+            raise ValueError(f"{desc}: train split has {n} samples, fewer than batch_size {train.batch_size}")
+        self.steps_per_epoch = n // train.batch_size
+        self.total_steps = max(1, round(train.epochs * self.steps_per_epoch))
+        warmup = max(1, int(train.warmup_fraction * self.total_steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(self.total_steps, warmup))
+        self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")
+        self.timer = ComponentTimer(device)
+        self.history: list[dict] = []
+        self.step = 0
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def _modules(self) -> dict[str, nn.Module]:
+        return {"model": self.model, "objective": self.objective}
+
+    def save_checkpoint(self) -> None:
+        if not self.ckpt_dir:
+            return
+        meta = {
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "micro_batch": self.micro,
+            "accum": self.accum,
+            "history": self.history,
+        }
+        ckpt.save_training_state(self.ckpt_dir, self.step, self._modules(), self.optimizer, meta)
+        ckpt.rotate_checkpoints(self.ckpt_dir, self.keep_last)
+
+    def maybe_resume(self) -> bool:
+        found = ckpt.list_checkpoints(self.ckpt_dir) if self.ckpt_dir else []
+        if not found:
+            return False
+        step, path = found[-1]
+        meta = ckpt.load_training_state(path, self._modules(), self.optimizer)
+        self.scheduler.load_state_dict(meta["scheduler"])
+        if meta.get("scaler"):
+            self.scaler.load_state_dict(meta["scaler"])
+        self.micro, self.accum = meta["micro_batch"], meta["accum"]
+        self.history = meta.get("history", [])
+        self.step = step
+        self.log(f"{self.desc}: resumed from {path.name} (step {step}/{self.total_steps})")
+        return True
+
+    # ---- one optimizer step ------------------------------------------------------------------
+    def _micro_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        t = self.timer
+        t.start("h2d_augment")
+        batch = to_device(batch, self.device, self.engine.channels_last)
+        if self.engine.augment:
+            gen = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + self.step * 131 + t.micro_index)
+            batch["image"] = augment_batch(batch["image"], gen)
+        t.start("forward")
+        with autocast_context(self.device, self.engine.precision):
+            loss, logs = self.objective(self.forward_model, batch)
+        t.start("backward")
+        self.scaler.scale(loss / self.accum).backward()
+        t.stop()
+        return loss.detach(), logs
+
+    def _optimizer_step(self) -> None:
+        self.timer.start("optimizer")
+        if self.train.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            torch.nn.utils.clip_grad_norm_(params, self.train.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.timer.stop()
+
+    def _on_oom(self) -> None:
+        """Halve the micro-batch and double accumulation: same effective batch, less memory."""
+        if self.micro <= 1:
+            raise RuntimeError(f"{self.desc}: out of memory even at micro-batch 1")
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        self.micro //= 2
+        self.accum *= 2
+        self.oom_fallbacks += 1
+        self.log(f"{self.desc}: out of memory; micro-batch -> {self.micro}, accumulation -> {self.accum} "
+                 f"(effective batch {self.micro * self.accum} kept)")
+
+    def _epoch_batches(self, epoch: int, start_step: int) -> Iterator[dict]:
+        sampler = EpochBatchSampler(len(self.train_set), self.micro, self.steps_per_epoch * self.accum,
+                                    self.seed, epoch, start=start_step * self.accum)
+        return iter(make_loader(self.train_set, sampler, self.engine))
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def fit(self) -> TrainResult:
+        self.maybe_resume()
+        t0 = time.perf_counter()
+        samples = 0
+        bar = tqdm(total=self.total_steps, initial=self.step, desc=self.desc, unit="step",
+                   disable=not self.engine.progress, mininterval=1.0, dynamic_ncols=True)
+        profiler = self._profiler()
+        loss_ema = None
+        while self.step < self.total_steps:
+            epoch, in_epoch = divmod(self.step, self.steps_per_epoch)
+            batches = self._epoch_batches(epoch, in_epoch)
+            self.model.train()
+            restart = False
+            while self.step < self.total_steps and in_epoch < self.steps_per_epoch:
+                try:
+                    losses = []
+                    for micro_index in range(self.accum):
+                        self.timer.start("data_wait")
+                        self.timer.micro_index = micro_index
+                        batch = next(batches)
+                        loss, _ = self._micro_step(batch)
+                        losses.append(loss)
+                    self._optimizer_step()
+                except RuntimeError as err:
+                    if not is_oom(err):
+                        raise
+                    self._on_oom()
+                    restart = True
+                    break
+                self.step += 1
+                in_epoch += 1
+                samples += self.micro * self.accum
+                step_loss = torch.stack(losses).float().mean().item() if self.step % 10 == 0 or in_epoch == self.steps_per_epoch else None
+                if step_loss is not None:
+                    loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
+                    bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{samples / (time.perf_counter() - t0):.0f}")
+                bar.update(1)
+                if profiler is not None:
+                    profiler.step()
+                if self.ckpt_dir and self.step % self.every_steps == 0 and self.step < self.total_steps:
+                    self.save_checkpoint()
+            if restart:
+                continue
+            self._end_epoch(epoch, loss_ema, samples, t0)
+        bar.close()
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+        wall = time.perf_counter() - t0
+        self.save_checkpoint()
+        return TrainResult(
+            history=self.history,
+            resolved={"engine": asdict(self.engine), "train": asdict(self.train), "micro_batch": self.micro,
+                      "grad_accum_steps": self.accum, "oom_fallbacks": self.oom_fallbacks,
+                      "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps},
+            components=self.timer.summary(),
+            steps=self.total_steps,
+            samples=samples,
+            wall_s=wall,
+        )
+
+    def _end_epoch(self, epoch: int, loss_ema: float | None, samples: int, t0: float) -> None:
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": loss_ema,
+                               "lr": self.scheduler.get_last_lr()[0],
+                               "samples_per_s": samples / max(1e-9, time.perf_counter() - t0)}
+        if self.val_set is not None and len(self.val_set):
+            ev = evaluate(self.model, self.val_set, self.device, self.engine.precision, max(64, self.micro))
+            row.update(val_loss=ev["loss"], val_accuracy=ev["accuracy"])
+        self.history.append(row)
+        msg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
+        self.log(f"{self.desc}: {msg}")
+
+    def _profiler(self):
+        if not (self.engine.profiler and self.profile_dir):
+            return None
+        from .profiling import start_profiler
+
+        return start_profiler(self.profile_dir, self.device)

@@ -1,0 +1,27 @@
+"""Route a stage's output (prints, warnings, tqdm bars) into its Snakemake log file."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+@contextlib.contextmanager
+def stage_log(path: str | Path | None) -> Iterator[Callable[[str], None]]:
+    """Redirect stdout/stderr to `path` (if given) and yield a timestamped `log(msg)`."""
+    if path is None:
+        yield lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", buffering=1) as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        handler = logging.StreamHandler(fh)
+        logging.getLogger().addHandler(handler)
+        logging.captureWarnings(True)
+        try:
+            yield lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=fh, flush=True)
+        finally:
+            logging.getLogger().removeHandler(handler)

@@ -1,0 +1,200 @@
+"""The teacher and student training stages: build, train, evaluate, save.
+
+Both stages run the same `engine.Trainer`; they differ only in the model size
+and the objective (labels for the teacher; labels + teacher logits + teacher
+sketches for the student).
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .cache import CacheDataset, CacheSplit
+from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
+from .consolidate import open_dataset
+from .distill import ClassificationObjective, DistillationObjective
+from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
+from .hardware import DeviceInfo, detect_device
+from .io import read_json, sha256_file, write_text
+from .model import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
+
+METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
+
+
+def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
+    return EncoderConfig(
+        image_height=render_settings["height"], image_width=render_settings["width"],
+        channels=render_settings["channels"], num_classes=num_classes, **model_cfg,
+    )
+
+
+def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
+    info = detect_device(cfg["hardware"]["device"])
+    settings = EngineSettings.from_config(cfg["engine"], info)
+    configure_backends(settings, threads)
+    return info, torch.device(info.kind), settings
+
+
+def metrics_rows(history: list[dict], test: dict | None) -> list[dict]:
+    rows = []
+    for h in history:
+        rows.append({"epoch": h["epoch"], "step": h["step"], "split": "train", "loss": h.get("train_loss"),
+                     "lr": h.get("lr"), "samples_per_s": h.get("samples_per_s")})
+        if "val_accuracy" in h:
+            rows.append({"epoch": h["epoch"], "step": h["step"], "split": "val", "loss": h["val_loss"],
+                         "accuracy": h["val_accuracy"]})
+    if test is not None:
+        last = history[-1] if history else {"epoch": 0, "step": 0}
+        rows.append({"epoch": last["epoch"], "step": last["step"], "split": "test", "loss": test["loss"],
+                     "accuracy": test["accuracy"]})
+    return rows
+
+
+def write_metrics_csv(path: Path, rows: list[dict]) -> None:
+    buf = _io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, buf.getvalue())
+
+
+def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
+                       engine: EngineSettings, device: torch.device, n_train: int, log: Callable[[str], None]) -> int:
+    bs = role_cfg["train"]["batch_size"]
+    if bs != "auto":
+        return int(bs)
+    from .batchsize import find_batch_size
+
+    found = find_batch_size(model, objective, sample_batch, engine, device, max_batch=max(1, n_train // 4), log=log)
+    return found.batch_size
+
+
+def run_fingerprint(params: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
+    """Checkpoints of another config must not be resumed: drop them."""
+    marker = ckpt_dir / "RUN"
+    if marker.exists() and marker.read_text().strip() != fingerprint:
+        removed = rotate_checkpoints(ckpt_dir, 0)
+        log(f"checkpoints in {ckpt_dir} belong to another config; removed {len(removed) // 2}")
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    write_text(marker, fingerprint + "\n")
+
+
+def _train_and_save(
+    role: str,
+    cfg: dict,
+    model: TRMVisionEncoder,
+    objective,
+    train_set,
+    val_set,
+    test_set,
+    out_dir: Path,
+    ckpt_dir: Path | None,
+    keep_last: int,
+    every_steps: int,
+    threads: int | None,
+    extra_config: dict,
+    log: Callable[[str], None],
+    engine: EngineSettings,
+    info: DeviceInfo,
+    device: torch.device,
+    profile_dir: Path | None,
+) -> tuple[TrainResult, dict]:
+    role_cfg = cfg[role]
+
+    def sample_batch(b: int) -> dict:
+        idx = list(range(min(b, len(train_set))))
+        items = [train_set[i] for i in idx]
+        return {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0]}
+
+    batch_size = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device, len(train_set), log)
+    if batch_size % engine.grad_accum_steps:
+        batch_size -= batch_size % engine.grad_accum_steps
+    tcfg = {**role_cfg["train"], "batch_size": batch_size}
+    trainer = Trainer(model, objective, train_set, val_set, TrainSettings(**tcfg), engine, device, seed=cfg["seed"],
+                      ckpt_dir=ckpt_dir, keep_last=keep_last, every_steps=every_steps, log=log,
+                      profile_dir=profile_dir, desc=role)
+    log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
+        f"{trainer.total_steps} steps on {info.name} ({engine.precision})")
+    result = trainer.fit()
+    test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro))
+    log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
+    summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
+               "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
+               "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model)}
+    save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
+                                "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
+                                "metrics": summary})
+    write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
+    return result, summary
+
+
+def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path, threads: int | None = None,
+                  log: Callable[[str], None] = print, ckpt_dir: Path | None = None,
+                  fingerprint: str = "", profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
+    init_seed_everything(cfg["seed"])
+    info, device, engine = setup_device(cfg, threads)
+    labels = read_json(labels_path)["labels"]
+    train_split = CacheSplit(cache_root / "train")
+    model = TRMVisionEncoder(encoder_config(cfg["teacher"]["model"], train_split.render_settings, len(labels)))
+    objective = ClassificationObjective(cfg["teacher"]["train"]["label_smoothing"])
+    if ckpt_dir is not None:
+        clear_stale_checkpoints(ckpt_dir, fingerprint, log)
+    return _train_and_save(
+        "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
+        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=1, every_steps=200, threads=threads,
+        extra_config={"labels": labels, "render": train_split.render_settings}, log=log, engine=engine, info=info,
+        device=device, profile_dir=profile_dir,
+    )
+
+
+def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: Path, labels_path: Path,
+                  out_dir: Path, ckpt_dir: Path, threads: int | None = None, log: Callable[[str], None] = print,
+                  fingerprint: str = "", profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
+    init_seed_everything(cfg["seed"])
+    info, device, engine = setup_device(cfg, threads)
+    labels = read_json(labels_path)["labels"]
+    teacher_cfg = read_json(teacher_dir / "config.json")
+    train_split = CacheSplit(cache_root / "train")
+    teacher_out = open_dataset(dataset_dir)
+    if len(teacher_out["logits"]) != len(train_split):
+        raise ValueError(f"{dataset_dir} has {len(teacher_out['logits'])} rows, the train cache {len(train_split)}")
+    model = TRMVisionEncoder(encoder_config(cfg["student"]["model"], train_split.render_settings, len(labels)))
+    d = cfg["student"]["distill"]
+    objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"], d["temperature"], d["ce_weight"],
+                                      d["kl_weight"], d["sketch_weight"], cfg["student"]["train"]["label_smoothing"])
+    train_set = CacheDataset(cache_root / "train",
+                             extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]})
+    clear_stale_checkpoints(ckpt_dir, fingerprint, log)
+    ck = cfg["student"]["checkpoint"]
+    result, summary = _train_and_save(
+        "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),
+        out_dir, ckpt_dir, keep_last=ck["keep_last"], every_steps=ck["every_steps"], threads=threads,
+        extra_config={"labels": labels, "render": train_split.render_settings,
+                      "teacher": {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
+                                  "sha256": sha256_file(teacher_dir / "model.safetensors")}},
+        log=log, engine=engine, info=info, device=device, profile_dir=profile_dir,
+    )
+    return result, summary
+
+
+def load_teacher(teacher_dir: Path, device: torch.device) -> TRMVisionEncoder:
+    model, _ = load_model(teacher_dir, device)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+__all__ = ["train_teacher", "train_student", "load_teacher", "list_checkpoints"]

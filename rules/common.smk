@@ -1,0 +1,67 @@
+# Config validation and the small helpers the rules are wired with.
+import sys
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from pixelpipe.cache import shard_count
+from pixelpipe.config import ConfigError, resolve_config
+from pixelpipe.corpus import SPLITS, planned_split_sizes
+from pixelpipe.summary import accuracy_summary
+
+try:
+    _resolved = resolve_config(config)
+except ConfigError as err:
+    raise WorkflowError(f"pixelpipe: {err}") from None
+config.clear()
+config.update(_resolved)
+validate(config, "config.schema.yaml")
+
+SPLIT_SIZES = planned_split_sizes(config["corpus"])
+N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
+# Engine keys that cannot change a trained model's weights are left out of params,
+# so tuning the loader or the progress bar reruns nothing.
+ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory",
+                       "persistent_workers", "prefetch_factor")
+ENCODED_SPLITS = config["encode"]["splits"]
+
+STUDENT_FILES = multiext("results/student/", "model.safetensors", "config.json", "metrics.csv")
+TEACHER_FILES = multiext("results/teacher/", "model.safetensors", "config.json", "metrics.csv")
+
+
+wildcard_constraints:
+    split="|".join(SPLITS),
+    i=r"\d{5}",
+
+
+def cache_shards(split):
+    return [f"results/cache/{split}/shard-{i:05d}.npy" for i in range(N_SHARDS[split])]
+
+
+def get_cache_shards(wildcards):
+    return cache_shards(wildcards.split)
+
+
+def get_encoded_shards(wildcards):
+    return [f"results/encoded/{wildcards.split}/shard-{i:05d}.npz" for i in range(N_SHARDS[wildcards.split])]
+
+
+def cache_inputs(splits=SPLITS):
+    files = []
+    for split in splits:
+        files += cache_shards(split) + [f"results/cache/{split}/manifest.json"]
+    return files
+
+
+def engine_params():
+    return {k: v for k, v in config["engine"].items() if k not in ENGINE_RUNTIME_ONLY}
+
+
+def render_params():
+    return {k: v for k, v in config["render"].items() if k != "workers"}
+
+
+def print_accuracy_summary():
+    text = accuracy_summary("results")
+    if text:
+        print(text, file=sys.stderr)

@@ -1,0 +1,26 @@
+# One render rule per split: each split's shard list is known up front from the planned corpus size.
+for _split in SPLITS:
+
+    rule:
+        name:
+            f"render_{_split}"
+        input:
+            corpus=f"results/corpus/{_split}.parquet",
+        output:
+            shards=cache_shards(_split),
+            manifest=f"results/cache/{_split}/manifest.json",
+            metrics=f"results/metrics/render/{_split}.json",
+        params:
+            render=render_params(),
+            seed=config["seed"],
+            shard_size=config["render"]["shard_size"],
+            split=_split,
+        threads: config["render"]["workers"]
+        log:
+            f"logs/render/{_split}.log",
+        benchmark:
+            f"benchmarks/render/{_split}.tsv"
+        conda:
+            "../envs/data.yaml"
+        script:
+            "../workflow_scripts/render.py"

@@ -1,0 +1,28 @@
+rule train_student:
+    input:
+        cache=cache_inputs(),
+        dataset=expand("results/dataset/{split}/manifest.json", split=ENCODED_SPLITS),
+        teacher=TEACHER_FILES,
+        labels="results/corpus/labels.json",
+    output:
+        model="results/student/model.safetensors",
+        config="results/student/config.json",
+        metrics_csv="results/student/metrics.csv",
+        metrics="results/metrics/train_student/student.json",
+    params:
+        student=config["student"],
+        engine=engine_params(),
+        seed=config["seed"],
+        device=config["hardware"]["device"],
+        checkpoints="results/checkpoints",
+    threads: 4
+    resources:
+        gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
+    log:
+        "logs/train_student/student.log",
+    benchmark:
+        "benchmarks/train_student/student.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/train_student.py"

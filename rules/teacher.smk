@@ -1,0 +1,26 @@
+rule train_teacher:
+    input:
+        cache=cache_inputs(),
+        labels="results/corpus/labels.json",
+    output:
+        model="results/teacher/model.safetensors",
+        config="results/teacher/config.json",
+        metrics_csv="results/teacher/metrics.csv",
+        metrics="results/metrics/train_teacher/teacher.json",
+    params:
+        teacher=config["teacher"],
+        engine=engine_params(),
+        seed=config["seed"],
+        device=config["hardware"]["device"],
+        checkpoints="results/teacher/checkpoints",
+    threads: 4
+    resources:
+        gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
+    log:
+        "logs/train_teacher/teacher.log",
+    benchmark:
+        "benchmarks/train_teacher/teacher.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/train_teacher.py"

@@ -1,0 +1,26 @@
+# Snakemake adapter: encode one cache shard with the frozen teacher.
+import torch
+
+from pixelpipe.cache import CacheSplit
+from pixelpipe.encode import encode_shard
+from pixelpipe.engine import EngineSettings, configure_backends
+from pixelpipe.hardware import detect_device
+from pixelpipe.logs import stage_log
+from pixelpipe.measure import StageMeter
+from pixelpipe.train import load_teacher
+
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+with stage_log(sm.log[0]) as log, StageMeter("encode", sm.output.metrics, [sm.output.encoded]) as meter:
+    info = detect_device(sm.params.device)
+    engine = EngineSettings.from_config(sm.config["engine"], info)
+    configure_backends(engine, sm.threads)
+    device = torch.device(info.kind)
+    split = CacheSplit(sm.input.manifest.rsplit("/", 1)[0])
+    index = int(sm.wildcards.i)
+    start = sum(split.shard_counts[:index])
+    labels = split.labels[start : start + split.shard_counts[index]]
+    model = load_teacher(sm.input.model.rsplit("/", 1)[0], device)
+    stats = encode_shard(model, sm.input.shard, labels, sm.output.encoded, device, engine.precision,
+                         sm.params.batch_size, progress=engine.progress)
+    log(f"encoded {stats['samples']} images at {stats['images_per_s']:.0f} images/s on {info.name}")
+    meter.record(**stats, device=info.name, precision=engine.precision)
