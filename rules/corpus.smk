@@ -8,7 +8,7 @@ rule corpus:
     params:
         corpus=config["corpus"],
         seed=config["seed"],
-        render=render_params(),
+        fonts=config["render"]["fonts"],
     log:
         "logs/corpus/all.log",
     benchmark:

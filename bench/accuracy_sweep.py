@@ -1,0 +1,103 @@
+"""Train teacher+student variants of a config end to end (no Snakemake) and report test accuracy.
+
+Used to choose the CPU defaults: accuracy does not depend on the device when
+precision is fp32, so the sweep may run on a fast machine (`--device cuda`)
+while wall times for the README are measured with Snakemake on the target CPU.
+
+    python bench/accuracy_sweep.py --out /tmp/sweep --variants bench/sweep_variants.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from pixelpipe.cache import CacheSplit, shard_count
+from pixelpipe.config import deep_merge, load_config
+from pixelpipe.consolidate import consolidate
+from pixelpipe.corpus import build_corpus
+from pixelpipe.encode import encode_shard
+from pixelpipe.model import flops_per_sample
+from pixelpipe.render import RenderSettings, render_split
+from pixelpipe.train import load_teacher, train_student, train_teacher
+
+
+def prepare_cache(cfg: dict, root: Path, workers: int) -> Path:
+    key = json.dumps({"corpus": cfg["corpus"], "render": {k: v for k, v in cfg["render"].items() if k != "workers"}},
+                     sort_keys=True)
+    cache_root = root / f"data-{abs(hash(key)) % 10**8}"
+    if (cache_root / "done").exists():
+        return cache_root
+    settings = RenderSettings.from_config(cfg["render"], seed=cfg["seed"])
+    build_corpus(cfg["corpus"], settings, cache_root / "corpus", seed=cfg["seed"])
+    for split in ("train", "val", "test"):
+        df = pd.read_parquet(cache_root / "corpus" / f"{split}.parquet")
+        n = shard_count(len(df), cfg["render"]["shard_size"])
+        paths = [cache_root / "cache" / split / f"shard-{i:05d}.npy" for i in range(n)]
+        render_split(df["text"].tolist(), df["label"].tolist(), df["id"].tolist(), settings, paths,
+                     cache_root / "cache" / split / "manifest.json", shard_size=cfg["render"]["shard_size"],
+                     workers=workers, progress=False)
+    (cache_root / "done").write_text("ok")
+    return cache_root
+
+
+def run_variant(name: str, cfg: dict, root: Path, workers: int) -> dict:
+    import torch
+
+    data = prepare_cache(cfg, root, workers)
+    out = root / name
+    t0 = time.perf_counter()
+    _, tsum = train_teacher(cfg, data / "cache", data / "corpus" / "labels.json", out / "teacher")
+    t_teacher = time.perf_counter() - t0
+    device = torch.device("cuda" if torch.cuda.is_available() and cfg["hardware"]["device"] != "cpu" else "cpu")
+    teacher = load_teacher(out / "teacher", device)
+    split = CacheSplit(data / "cache" / "train")
+    encoded, start = [], 0
+    for i, (path, count) in enumerate(zip(split.shard_paths, split.shard_counts)):
+        enc = out / "encoded" / f"shard-{i:05d}.npz"
+        encode_shard(teacher, path, split.labels[start : start + count], enc, device, "fp32", 256, progress=False)
+        encoded.append(enc)
+        start += count
+    consolidate(encoded, out / "dataset" / "train")
+    t1 = time.perf_counter()
+    _, ssum = train_student(cfg, data / "cache", out / "dataset" / "train", out / "teacher",
+                            data / "corpus" / "labels.json", out / "student", out / "checkpoints")
+    t_student = time.perf_counter() - t1
+    from pixelpipe.train import encoder_config
+
+    tf = flops_per_sample(encoder_config(cfg["teacher"]["model"], cfg["render"], 19))
+    sf = flops_per_sample(encoder_config(cfg["student"]["model"], cfg["render"], 19))
+    return {"variant": name, "teacher_acc": tsum["test_accuracy"], "student_acc": ssum["test_accuracy"],
+            "teacher_s": round(t_teacher, 1), "student_s": round(t_student, 1),
+            "teacher_mflop": round(tf / 1e6, 1), "student_mflop": round(sf / 1e6, 1),
+            "teacher_params": tsum["parameters"], "student_params": ssum["parameters"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default="config.yaml")
+    ap.add_argument("--variants", required=True, help="JSON file: {name: config overrides}")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--workers", type=int, default=8)
+    args = ap.parse_args()
+    variants = json.loads(Path(args.variants).read_text())
+    root = Path(args.out)
+    root.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, overrides in variants.items():
+        cfg = load_config(args.config, deep_merge({"engine": {"precision": "fp32", "progress": False}}, overrides))
+        try:
+            rows.append(run_variant(name, cfg, root, args.workers))
+        except Exception as err:  # one broken variant must not lose the others
+            rows.append({"variant": name, "error": repr(err)})
+        print(json.dumps(rows[-1]), flush=True)
+        (root / "sweep.json").write_text(json.dumps(rows, indent=2))
+    print(pd.DataFrame(rows).to_markdown(index=False) if hasattr(pd.DataFrame, "to_markdown") else pd.DataFrame(rows))
+
+
+if __name__ == "__main__":
+    main()

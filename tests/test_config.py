@@ -1,0 +1,36 @@
+import pytest
+
+from pixelpipe.config import ConfigError, load_config, resolve_config
+
+
+def test_defaults_fill_every_section():
+    cfg = resolve_config({})
+    assert cfg["hardware"]["profile"] == "cpu"
+    assert cfg["student"]["checkpoint"]["keep_last"] == 3
+    assert cfg["engine"]["precision"] == "auto"
+
+
+def test_repo_config_and_tiny_config_are_valid():
+    assert load_config("config.yaml")["corpus"]["path"] is None
+    assert load_config("tests/configs/tiny.yaml")["render"]["shard_size"] == 128
+
+
+@pytest.mark.parametrize("bad,key", [
+    ({"teacher": {"train": {"lr": -1}}}, "teacher.train.lr"),
+    ({"render": {"channels": 2}}, "render.channels"),
+    ({"engine": {"compile": "fast"}}, "engine.compile"),
+    ({"teacher": {"modle": {}}}, "modle"),
+    ({"corpus": {"splits": {"train": 0.5, "val": 0.1, "test": 0.1}}}, "corpus.splits"),
+    ({"render": {"height": 30}}, "render.height"),
+    ({"student": {"model": {"num_capsules": 7}}}, "num_capsules"),
+])
+def test_bad_config_names_the_key(bad, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        resolve_config(bad)
+
+
+def test_user_keys_win_over_the_profile():
+    cfg = resolve_config({"hardware": {"profile": "h100"}, "teacher": {"model": {"dim": 384}}})
+    assert cfg["teacher"]["model"]["dim"] == 384
+    assert cfg["teacher"]["model"]["depth"] == 2  # from the profile
+    assert cfg["render"]["height"] == 224

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from pixelpipe.consolidate import consolidate, npz_headers, open_dataset
+from pixelpipe.io import sha256_file
+
+
+def _shard(path, n, k=2, d=4, c=3, offset=0):
+    np.savez(path, sketches=np.full((n, k, d), offset, np.float16), logits=np.arange(offset, offset + n * c, dtype=np.float32).reshape(n, c),
+             labels=np.arange(offset, offset + n, dtype=np.int64))
+    return path
+
+
+def test_unequal_and_empty_shards_are_concatenated_in_order(tmp_path):
+    shards = [_shard(tmp_path / "a.npz", 5, offset=0), _shard(tmp_path / "b.npz", 2, offset=5),
+              _shard(tmp_path / "c.npz", 0, offset=7), _shard(tmp_path / "d.npz", 3, offset=7)]
+    manifest = consolidate(shards, tmp_path / "out")
+    assert manifest["count"] == 10 and manifest["shard_counts"] == [5, 2, 0, 3]
+    data = open_dataset(tmp_path / "out", verify=True)
+    np.testing.assert_array_equal(data["labels"], np.arange(10))
+    assert data["sketches"].shape == (10, 2, 4) and isinstance(data["sketches"], np.memmap)
+    assert data["sketches"][7, 0, 0] == 7  # first row of shard d
+    for info in manifest["fields"].values():
+        assert sha256_file(tmp_path / "out" / info["file"]) == info["sha256"]
+    assert not list((tmp_path / "out").glob(".*.tmp"))
+
+
+def test_headers_are_read_without_loading(tmp_path):
+    h = npz_headers(_shard(tmp_path / "a.npz", 7))
+    assert h["sketches"][0] == (7, 2, 4) and h["sketches"][1] == np.float16
+
+
+def test_mismatched_shapes_are_refused(tmp_path):
+    a = _shard(tmp_path / "a.npz", 2, d=4)
+    b = _shard(tmp_path / "b.npz", 2, d=5)
+    with pytest.raises(ValueError, match="b.npz"):
+        consolidate([a, b], tmp_path / "out")
+
+
+def test_corruption_is_detected(tmp_path):
+    consolidate([_shard(tmp_path / "a.npz", 4)], tmp_path / "out")
+    arr = np.load(tmp_path / "out/labels.npy", mmap_mode="r+")
+    arr[0] = 99
+    arr.flush()
+    del arr
+    with pytest.raises(ValueError, match="sha256"):
+        open_dataset(tmp_path / "out", verify=True)

@@ -1,0 +1,136 @@
+"""The whole DAG on the tiny config: artifacts, shapes, and what reruns when config changes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from safetensors.torch import load_file
+
+from pixelpipe.checkpoint import load_model
+from pixelpipe.consolidate import open_dataset
+from pixelpipe.io import sha256_file
+from tests.workflow_utils import planned_jobs, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    wd = tmp_path_factory.mktemp("tiny_run")
+    t0 = time.perf_counter()
+    snakemake(wd, "train")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 120, f"tiny train target took {elapsed:.0f} s (budget 120 s)"
+    return wd
+
+
+def test_corpus_artifacts(workdir):
+    labels = json.loads((workdir / "results/corpus/labels.json").read_text())
+    assert len(labels["labels"]) == 19
+    total = 0
+    for split in ("train", "val", "test"):
+        df = pd.read_parquet(workdir / f"results/corpus/{split}.parquet")
+        assert list(df.columns) == ["id", "text", "label"]
+        assert df["label"].between(0, 18).all()
+        total += len(df)
+    assert total == 380
+
+
+def test_cache_shards_and_manifest(workdir):
+    manifest = json.loads((workdir / "results/cache/train/manifest.json").read_text())
+    shards = sorted((workdir / "results/cache/train").glob("shard-*.npy"))
+    assert [s.name for s in shards] == ["shard-00000.npy", "shard-00001.npy", "shard-00002.npy"]  # 304 rows / 128
+    assert sum(s["count"] for s in manifest["shards"]) == manifest["count"] == 304
+    for info, path in zip(manifest["shards"], shards):
+        arr = np.load(path, mmap_mode="r")
+        assert arr.dtype == np.uint8 and arr.shape == (info["count"], 1, 16, 64)
+        assert sha256_file(path) == info["sha256"]
+
+
+def test_teacher_and_student_models(workdir):
+    teacher, tcfg = load_model(workdir / "results/teacher")
+    student, scfg = load_model(workdir / "results/student")
+    assert teacher.cfg.dim == 16 and student.cfg.dim == 8
+    for cfg in (tcfg, scfg):
+        assert 0.0 <= cfg["metrics"]["test_accuracy"] <= 1.0
+        assert cfg["render"]["height"] == 16
+        assert cfg["hardware_profile"] == "cpu"
+        assert cfg["resolved"]["engine"]["precision"] == "fp32"
+    metrics = pd.read_csv(workdir / "results/student/metrics.csv")
+    assert set(metrics["split"]) == {"train", "val", "test"}
+    assert "model.patch_embed.weight" not in load_file(str(workdir / "results/student/model.safetensors"))
+
+
+def test_encoded_shards_are_gone_and_dataset_matches_manifest(workdir):
+    assert not list((workdir / "results/encoded").rglob("*.npz"))
+    for split, n in (("train", 304), ("val", 38), ("test", 38)):
+        manifest = json.loads((workdir / f"results/dataset/{split}/manifest.json").read_text())
+        arrays = open_dataset(workdir / f"results/dataset/{split}", verify=True)
+        assert manifest["count"] == n
+        assert arrays["sketches"].shape == (n, 2, 16) and arrays["sketches"].dtype == np.float16
+        assert arrays["children"].shape == (n, 2, 4, 16) and arrays["children"].dtype == np.float16
+        assert arrays["checksums"].shape == (n, 2, 4) and arrays["checksums"].dtype == np.uint8
+        assert arrays["logits"].shape == (n, 19) and arrays["logits"].dtype == np.float32
+        cache_labels = np.concatenate([s["labels"] for s in json.loads(
+            (workdir / f"results/cache/{split}/manifest.json").read_text())["shards"]])
+        np.testing.assert_array_equal(arrays["labels"], cache_labels)
+
+
+def test_only_last_k_checkpoints_kept(workdir):
+    ckpts = sorted(p.name for p in (workdir / "results/checkpoints").glob("step-*.json"))
+    assert ckpts == ["step-8.json", "step-9.json"]  # 9 steps, every 2, keep_last 2
+
+
+def test_logs_benchmarks_and_metrics_for_every_job(workdir):
+    for rule in ("corpus", "render", "train_teacher", "encode", "consolidate", "train_student"):
+        assert list((workdir / "logs" / rule).glob("*.log")), rule
+        assert list((workdir / "benchmarks" / rule).glob("*.tsv")), rule
+        for m in (workdir / "results/metrics" / rule).glob("*.json"):
+            data = json.loads(m.read_text())
+            assert data["wall_s"] > 0 and data["peak_rss_bytes"] > 0
+
+
+def test_nothing_to_do_when_nothing_changed(workdir):
+    assert planned_jobs(workdir) == {}
+
+
+def test_student_setting_reruns_only_student(workdir):
+    jobs = planned_jobs(workdir, overrides={"student": {"train": {"lr": 0.001}}})
+    assert jobs == {"train_student": 1, "train": 1}
+
+
+def test_teacher_setting_reruns_teacher_encode_consolidate_student(workdir):
+    jobs = planned_jobs(workdir, overrides={"teacher": {"train": {"lr": 0.001}}})
+    assert jobs == {"train_teacher": 1, "encode": 5, "consolidate": 3, "train_student": 1, "train": 1}
+
+
+def test_render_setting_reruns_everything_from_render(workdir):
+    jobs = planned_jobs(workdir, overrides={"render": {"font_size_max": 11}})
+    assert jobs == {"render_train": 1, "render_val": 1, "render_test": 1, "train_teacher": 1, "encode": 5,
+                    "consolidate": 3, "train_student": 1, "train": 1}
+
+
+def test_loader_only_engine_setting_reruns_nothing(workdir):
+    assert planned_jobs(workdir, overrides={"engine": {"num_workers": 1, "progress": True}}) == {}
+
+
+def test_killed_student_resumes_from_checkpoint(workdir, tmp_path):
+    """Delete the student's outputs but keep its checkpoints: the rerun resumes from the newest one."""
+    for name in ("model.safetensors", "config.json", "metrics.csv"):
+        (workdir / "results/student" / name).unlink()
+    log = workdir / "logs/train_student/student.log"
+    log.unlink()
+    snakemake(workdir, "train")
+    assert "resumed from step-9.json" in log.read_text()
+
+
+def test_bad_config_fails_before_any_job_names_the_key(tmp_path):
+    proc = snakemake(tmp_path, "--dry-run", "train", overrides={"teacher": {"train": {"lr": -1}}}, check=False)
+    assert proc.returncode != 0
+    assert "teacher.train.lr" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
