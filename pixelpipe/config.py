@@ -111,3 +111,56 @@ def resolve_config(user_cfg: dict | None) -> dict:
 def load_config(path: str | Path | None, overrides: dict | None = None) -> dict:
     user = yaml.safe_load(Path(path).read_text()) if path else {}
     return resolve_config(deep_merge(user or {}, overrides or {}))
+
+
+def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    rows = []
+    for key, sub in schema.get("properties", {}).items():
+        if "$ref" in sub:
+            sub = {**root["definitions"][sub["$ref"].split("/")[-1]], **{k: v for k, v in sub.items() if k != "$ref"}}
+        path = f"{prefix}{key}"
+        if sub.get("type") == "object" and "properties" in sub and key != "splits":
+            rows += _schema_rows(sub, root, path + ".")
+            continue
+        if "enum" in sub:
+            kind = " \\| ".join(str(v) for v in sub["enum"])
+        elif "oneOf" in sub:
+            kind = " or ".join(s.get("type", repr(s.get("const"))) for s in sub["oneOf"])
+        else:
+            t = sub.get("type", "object")
+            kind = " or ".join(t) if isinstance(t, list) else t
+        default = sub.get("default", "")
+        rows.append((path, kind, "`" + json_compact(default) + "`", sub.get("description", "")))
+    return rows
+
+
+def json_compact(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def schema_markdown() -> str:
+    """The README's config table, generated from the schema so the two cannot drift apart."""
+    schema = load_schema()
+    lines = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{k}` | {t} | {d} | {desc} |" for k, t, d, desc in _schema_rows(schema, schema)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m pixelpipe.config", description="Resolve a config or print the config table.")
+    ap.add_argument("--config", help="config file to resolve and print as JSON")
+    ap.add_argument("--markdown", action="store_true", help="print the README config table")
+    args = ap.parse_args()
+    if args.markdown:
+        print(schema_markdown())
+    else:
+        try:
+            print(json.dumps(load_config(args.config), indent=2))
+        except ConfigError as err:
+            sys.exit(f"pixelpipe: {err}")
