@@ -156,8 +156,17 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(prog="python -m pixelpipe.config", description="Resolve a config or print the config table.")
     ap.add_argument("--config", help="config file to resolve and print as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the README config table")
+    ap.add_argument("--update-readme", metavar="README", help="rewrite the table between the config-table markers")
     args = ap.parse_args()
-    if args.markdown:
+    if args.update_readme:
+        import re
+        from pathlib import Path as _P
+
+        readme = _P(args.update_readme)
+        block = "<!-- config-table:start -->\n" + schema_markdown() + "\n<!-- config-table:end -->"
+        readme.write_text(re.sub(r"<!-- config-table:start -->.*<!-- config-table:end -->", lambda _: block,
+                                 readme.read_text(), flags=re.S))
+    elif args.markdown:
         print(schema_markdown())
     else:
         try:
