@@ -7,7 +7,9 @@ the images themselves are read from the memory-mapped shard batch by batch.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -31,6 +33,24 @@ def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
     }
 
 
+def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Memory-mapped slices as (pinned) tensors, read one batch ahead on a thread."""
+    n = len(images)
+
+    def load(start: int) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(images[start : min(n, start + batch_size)]))
+        return t.pin_memory() if pin else t
+
+    starts = list(range(0, n, batch_size))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(load, starts[0]) if starts else None
+        for i, start in enumerate(starts):
+            batch = future.result()
+            if i + 1 < len(starts):
+                future = pool.submit(load, starts[i + 1])
+            yield start, start + len(batch), batch
+
+
 @torch.inference_mode()
 def encode_images(
     model: TRMVisionEncoder,
@@ -42,25 +62,55 @@ def encode_images(
     progress: bool = True,
     desc: str = "encode",
 ) -> dict[str, np.ndarray]:
+    """Teacher outputs for `images` (uint8 [N,C,H,W], may be a memmap) in one preallocated buffer.
+
+    On CUDA the next batch is read and pinned while the current one computes, and results
+    come back with asynchronous copies that are waited for one batch later.
+    """
     model.eval()
     n = len(images)
     out = allocate_outputs(n, model)
     out["labels"][:] = labels
-    pin = device.type == "cuda"
-    for start in tqdm(range(0, n, batch_size), desc=desc, unit="batch", disable=not progress, mininterval=1.0):
-        stop = min(n, start + batch_size)
-        batch = torch.from_numpy(np.ascontiguousarray(images[start:stop]))
-        if pin:
-            batch = batch.pin_memory()
+    cuda = device.type == "cuda"
+    pending: tuple[int, int, dict[str, torch.Tensor], object] | None = None
+
+    def drain(item: tuple[int, int, dict[str, torch.Tensor], object]) -> None:
+        start, stop, host, event = item
+        if event is not None:
+            event.synchronize()
+        for name, value in host.items():
+            out[name][start:stop] = value.numpy()
+
+    bar = tqdm(total=n, desc=desc, unit="img", disable=not progress, mininterval=1.0)
+    for start, stop, batch in _read_batches(images, batch_size, pin=cuda):
         batch = batch.to(device, non_blocking=True)
         with autocast_context(device, precision):
             res = model(batch)
-        out["sketches"][start:stop] = res["sketches"].half().cpu().numpy()
-        out["children"][start:stop] = res["children"].half().cpu().numpy()
-        bits = checksum_bits(res["checksum_logits"].float()).cpu().numpy()
-        out["checksums"][start:stop] = np.packbits(bits, axis=-1)
-        out["logits"][start:stop] = res["logits"].float().cpu().numpy()
+        packed = {
+            "sketches": res["sketches"].half(),
+            "children": res["children"].half(),
+            "checksums": pack_bits(checksum_bits(res["checksum_logits"].float())),
+            "logits": res["logits"].float(),
+        }
+        host = {k: v.to("cpu", non_blocking=cuda) for k, v in packed.items()}
+        event = None
+        if cuda:
+            event = torch.cuda.Event()
+            event.record()
+        if pending is not None:
+            drain(pending)
+        pending = (start, stop, host, event)
+        bar.update(stop - start)
+    if pending is not None:
+        drain(pending)
+    bar.close()
     return out
+
+
+def pack_bits(bits: torch.Tensor) -> torch.Tensor:
+    """[..., 8k] bool -> [..., k] uint8, most significant bit first (numpy.packbits order), on device."""
+    weights = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8, device=bits.device)
+    return (bits.reshape(*bits.shape[:-1], -1, 8).to(torch.uint8) * weights).sum(-1, dtype=torch.uint8)
 
 
 def encode_shard(

@@ -45,3 +45,27 @@ def test_corruption_is_detected(tmp_path):
     del arr
     with pytest.raises(ValueError, match="sha256"):
         open_dataset(tmp_path / "out", verify=True)
+
+
+def test_encode_writes_what_the_model_computes(tmp_path):
+    import torch
+
+    from pixelpipe.encode import encode_shard, pack_bits
+    from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+
+    model = TRMVisionEncoder(EncoderConfig(image_height=16, image_width=16, patch_size=8, dim=16, heads=2,
+                                           num_capsules=2, num_classes=3)).eval()
+    images = np.random.default_rng(0).integers(0, 256, (37, 1, 16, 16), dtype=np.uint8)
+    np.save(tmp_path / "shard.npy", images)
+    stats = encode_shard(model, tmp_path / "shard.npy", np.arange(37), tmp_path / "enc.npz", torch.device("cpu"),
+                         batch_size=8, progress=False)
+    assert stats["samples"] == 37
+    enc = np.load(tmp_path / "enc.npz")
+    with torch.no_grad():
+        ref = model(torch.from_numpy(images))
+    np.testing.assert_allclose(enc["logits"], ref["logits"].numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(enc["sketches"], ref["sketches"].half().numpy())
+    bits = (ref["checksum_logits"] > 0).numpy()
+    np.testing.assert_array_equal(enc["checksums"], np.packbits(bits, axis=-1))
+    np.testing.assert_array_equal(pack_bits(torch.from_numpy(bits)).numpy(), np.packbits(bits, axis=-1))
+    np.testing.assert_array_equal(enc["labels"], np.arange(37))
