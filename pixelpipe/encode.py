@@ -38,7 +38,7 @@ def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tu
     n = len(images)
 
     def load(start: int) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(images[start : min(n, start + batch_size)]))
+        t = torch.from_numpy(np.array(images[start : min(n, start + batch_size)]))  # copy: memmaps are read-only
         return t.pin_memory() if pin else t
 
     starts = list(range(0, n, batch_size))
