@@ -51,30 +51,38 @@ def run_variant(name: str, cfg: dict, root: Path, workers: int) -> dict:
     data = prepare_cache(cfg, root, workers)
     out = root / name
     t0 = time.perf_counter()
-    _, tsum = train_teacher(cfg, data / "cache", data / "corpus" / "labels.json", out / "teacher")
+    tres, tsum = train_teacher(cfg, data / "cache", data / "corpus" / "labels.json", out / "teacher")
     t_teacher = time.perf_counter() - t0
     device = torch.device("cuda" if torch.cuda.is_available() and cfg["hardware"]["device"] != "cpu" else "cpu")
     teacher = load_teacher(out / "teacher", device)
     split = CacheSplit(data / "cache" / "train")
-    encoded, start = [], 0
+    encoded, start, enc_s = [], 0, 0.0
+    precision = tres.resolved["engine"]["precision"]
     for i, (path, count) in enumerate(zip(split.shard_paths, split.shard_counts)):
         enc = out / "encoded" / f"shard-{i:05d}.npz"
-        encode_shard(teacher, path, split.labels[start : start + count], enc, device, "fp32", 256, progress=False)
+        stats = encode_shard(teacher, path, split.labels[start : start + count], enc, device, precision,
+                             cfg["encode"]["batch_size"], progress=False)
+        enc_s += stats["encode_s"]
         encoded.append(enc)
         start += count
     consolidate(encoded, out / "dataset" / "train")
     t1 = time.perf_counter()
-    _, ssum = train_student(cfg, data / "cache", out / "dataset" / "train", out / "teacher",
+    sres, ssum = train_student(cfg, data / "cache", out / "dataset" / "train", out / "teacher",
                             data / "corpus" / "labels.json", out / "student", out / "checkpoints")
     t_student = time.perf_counter() - t1
     from pixelpipe.train import encoder_config
 
-    tf = flops_per_sample(encoder_config(cfg["teacher"]["model"], cfg["render"], 19))
-    sf = flops_per_sample(encoder_config(cfg["student"]["model"], cfg["render"], 19))
+    n_labels = len(json.loads((data / "corpus" / "labels.json").read_text())["labels"])
+    tf = flops_per_sample(encoder_config(cfg["teacher"]["model"], cfg["render"], n_labels))
+    sf = flops_per_sample(encoder_config(cfg["student"]["model"], cfg["render"], n_labels))
     return {"variant": name, "teacher_acc": tsum["test_accuracy"], "student_acc": ssum["test_accuracy"],
             "teacher_s": round(t_teacher, 1), "student_s": round(t_student, 1),
             "teacher_mflop": round(tf / 1e6, 1), "student_mflop": round(sf / 1e6, 1),
-            "teacher_params": tsum["parameters"], "student_params": ssum["parameters"]}
+            "teacher_params": tsum["parameters"], "student_params": ssum["parameters"],
+            "teacher_samples_per_s": round(tres.history[-1]["samples_per_s"], 1),
+            "student_samples_per_s": round(sres.history[-1]["samples_per_s"], 1),
+            "encode_images_per_s": round(len(split) / max(enc_s, 1e-9), 1), "precision": precision,
+            "device": tres.resolved.get("device", str(device))}
 
 
 def main() -> None:
@@ -83,13 +91,15 @@ def main() -> None:
     ap.add_argument("--variants", required=True, help="JSON file: {name: config overrides}")
     ap.add_argument("--out", required=True)
     ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--keep-precision", action="store_true", help="do not force fp32 (for timing GPU profiles)")
     args = ap.parse_args()
     variants = json.loads(Path(args.variants).read_text())
     root = Path(args.out)
     root.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, overrides in variants.items():
-        cfg = load_config(args.config, deep_merge({"engine": {"precision": "fp32", "progress": False}}, overrides))
+        base = {} if args.keep_precision else {"engine": {"precision": "fp32"}}
+        cfg = load_config(args.config, deep_merge(deep_merge(base, {"engine": {"progress": False}}), overrides))
         try:
             rows.append(run_variant(name, cfg, root, args.workers))
         except Exception as err:  # one broken variant must not lose the others
