@@ -35,7 +35,7 @@ from .engine import EngineSettings, autocast_context, is_oom, to_device
 CPU_MAX_BATCH = 1024  # on CPU larger batches buy no throughput and cost optimizer steps on small corpora
 PROBE_SIZES = (4, 16)  # large enough that activation growth stands out of allocator noise on CPU
 BACKOFF = 0.85  # shrink factor when a confirmation step does not fit
-MAX_CONFIRM_TRIES = 6
+MAX_CONFIRM_TRIES = 8
 
 Measure = Callable[[int], int]  # micro-batch -> peak bytes (may raise an out-of-memory error)
 
@@ -101,9 +101,21 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def _malloc_trim() -> None:
+    """Hand freed heap pages back to the OS (glibc), so an earlier, larger step's leftovers
+    do not hide this step's growth; a no-op where there is no glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def cpu_peak_growth(fn: Callable[[], None]) -> int:
     """Bytes the peak resident set grows above the current one while `fn` runs."""
     gc.collect()
+    _malloc_trim()
     if _HWM.exists() and _reset_peak_rss():
         before = _status_bytes("VmRSS")
         fn()
@@ -215,7 +227,7 @@ def find_batch_size(
     was_training = model.training
     flags = (getattr(model, "activation_checkpointing", False), getattr(model, "grad_free_cycles", False))
     rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" and measure is None else None
     if measure is None:
         model.to(device)
         objective.to(device)
@@ -248,25 +260,31 @@ def find_batch_size(
         micro = max(points[-1][0], min(predicted, cap))
         if micro < cap:
             micro, capped_by = _round_down(micro), None
-        # Confirm with real steps; on a miss, re-fit through the failing point and shrink.
-        smallest_ok, smallest_peak = points[-1]
-        confirmed_peak = None
+        # Confirm with real steps. A miss brackets the answer between the largest size known to fit
+        # and the smallest known not to; the next guess interpolates the measured peaks between them
+        # (a secant of a convex cost stays on the safe side) or bisects after a real OOM error.
+        lo, lo_peak = points[-1]
+        hi: int | None = None
+        hi_peak: int | None = None
         for _ in range(MAX_CONFIRM_TRIES):
+            if micro <= lo:
+                break
             ok, peak = _fits(confirm, micro, budget, probes)
             if ok:
-                confirmed_peak = peak
+                lo, lo_peak = micro, peak
+                if hi is None:  # the prediction itself fits: the line was right
+                    break
+            else:
+                hi, hi_peak, capped_by = micro, peak, None
+            if hi_peak is not None and hi_peak > lo_peak:
+                guess = lo + (budget - lo_peak) * (hi - lo) / (hi_peak - lo_peak)
+            else:
+                guess = (lo + hi) / 2
+            nxt = _round_down(int(min(guess, hi - 1)))
+            if nxt <= lo or hi - lo <= max(1, lo // 20):  # bracket within 5 %
                 break
-            capped_by = None
-            guess = micro * BACKOFF
-            b1, m1 = points[0]
-            if peak is not None and peak > m1 and micro > b1:
-                guess = min(guess, b1 + (budget - m1) * (micro - b1) / (peak - m1))
-            micro = _round_down(int(guess))
-            if micro <= smallest_ok:
-                micro, confirmed_peak = smallest_ok, smallest_peak
-                break
-        else:
-            micro, confirmed_peak = smallest_ok, smallest_peak
+            micro = nxt
+        micro, confirmed_peak = lo, lo_peak
         confirmed = micro
         final = micro if capped_by else _round_down(max(1, math.floor(micro * (1 - engine.memory_margin))))
     finally:
