@@ -11,6 +11,7 @@ turns (model, batch) into a loss.
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -145,7 +146,9 @@ def configure_backends(settings: EngineSettings, threads: int | None = None) -> 
     torch.backends.cudnn.benchmark = True
     n = settings.threads or threads
     if n:
-        torch.set_num_threads(n)
+        # More intra-op threads than cores only spin-wait (Snakemake may grant a rule more threads than cores).
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or n)
+        torch.set_num_threads(max(1, min(n, cores)))
 
 
 def autocast_context(device: torch.device, precision: str):
