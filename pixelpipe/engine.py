@@ -372,18 +372,22 @@ class Trainer:
     def _on_oom(self) -> None:
         """Halve the micro-batch and double accumulation: same effective batch, less memory.
 
+        An odd micro-batch goes to the largest divisor of the effective batch below its half.
+
         Called outside the `except` block, so the failed step's activations (held
         by the traceback's frames) are already released when the cache is emptied.
         The step is redone from its first micro-batch; nothing was applied yet.
         """
         self.timer.stop()
-        if self.micro <= 1 or self.micro % 2:
-            raise RuntimeError(f"{self.desc}: out of memory at micro-batch {self.micro}, which cannot be halved")
+        if self.micro <= 1:
+            raise RuntimeError(f"{self.desc}: out of memory at micro-batch 1, which cannot be halved")
         self.optimizer.zero_grad(set_to_none=True)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        self.micro //= 2
-        self.accum *= 2
+        # Half, or the largest divisor of the effective batch below half (odd micro-batches).
+        batch = self.train.batch_size
+        self.micro = max(d for d in range(1, self.micro // 2 + 1) if batch % d == 0)
+        self.accum = batch // self.micro
         self.oom_fallbacks += 1
         self.log(f"{self.desc}: out of memory; micro-batch -> {self.micro}, accumulation -> {self.accum} "
                  f"(effective batch {self.micro * self.accum} kept)")

@@ -134,7 +134,11 @@ def test_oom_fallback_halves_micro_and_keeps_the_effective_batch(tmp_path):
     assert again.maybe_resume() and (again.micro, again.accum) == (4, 4)
 
 
-def test_oom_at_micro_batch_one_is_an_error():
+def test_oom_with_an_odd_micro_batch_and_at_one():
+    t = make_trainer(ToyImages(24), batch_size=12, objective=OOMAbove(limit=2),
+                     engine=engine_settings(grad_accum_steps=4))  # micro 3: -> 1 (largest divisor of 12 <= 1.5)
+    t.fit()
+    assert (t.micro, t.accum, t.oom_fallbacks) == (1, 12, 1)
     t = make_trainer(ToyImages(16), batch_size=2, objective=OOMAbove(limit=0))
     with pytest.raises(RuntimeError, match="cannot be halved"):
         t.fit()
