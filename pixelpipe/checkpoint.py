@@ -2,7 +2,7 @@
 
 A model directory holds `model.safetensors` and `config.json`. A training
 checkpoint `step-{n}` holds every tensor (model, objective, optimizer state,
-RNG) in `step-{n}.safetensors` and everything else (scheduler, scaler, data
+CPU and CUDA RNG) in `step-{n}.safetensors` and everything else (scheduler, scaler, data
 position, param groups) in `step-{n}.json`. The JSON is written last, so a
 checkpoint without its JSON is incomplete and ignored.
 """
@@ -92,6 +92,8 @@ def save_training_state(
     opt_tensors, opt_meta = _flatten_optimizer(optimizer)
     tensors.update(opt_tensors)
     tensors["rng.torch"] = torch.get_rng_state()
+    if torch.cuda.is_available():
+        tensors["rng.cuda"] = torch.cuda.get_rng_state()
     with atomic_path(ckpt_dir / f"step-{step}.safetensors", suffix=".safetensors") as tmp:
         save_file(_contiguous(tensors), str(tmp))
     json_path = ckpt_dir / f"step-{step}.json"
@@ -114,6 +116,8 @@ def load_training_state(
         module.load_state_dict(sub)
     optimizer.load_state_dict(_unflatten_optimizer(tensors, meta["optimizer"]))
     torch.set_rng_state(tensors["rng.torch"])
+    if "rng.cuda" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state(tensors["rng.cuda"])
     return meta
 
 

@@ -11,6 +11,7 @@ turns (model, batch) into a loss.
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -89,25 +90,50 @@ class Objective(nn.Module):
         raise NotImplementedError
 
 
-class EpochBatchSampler(Sampler[list[int]]):
-    """Shuffled micro-batches for one epoch, starting at any micro-batch.
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The shuffled sample order of one epoch; depends only on (seed, epoch)."""
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(n, generator=g).tolist()
 
-    The order depends only on (seed, epoch), so a resumed run sees exactly the
-    batches the interrupted one would have seen next.
+
+class StepBatchSampler(Sampler[list[int]]):
+    """Micro-batches for every remaining optimizer step, across epochs, from a settable position.
+
+    One DataLoader iterates this sampler for the whole run, so persistent workers
+    really persist across epochs (a sampler per epoch would mean a loader per
+    epoch, and new workers each time). Step s of epoch e always covers the
+    samples order_e[s*B : (s+1)*B] (B = effective batch), split into `accum`
+    micro-batches, so a resumed run, or one whose micro-batch an out-of-memory
+    fallback halved, sees exactly the samples an uninterrupted run sees.
+    `set_position` (then `iter(loader)` again) moves it; with persistent
+    workers the loader re-reads the sampler without restarting them.
     """
 
-    def __init__(self, n: int, micro_batch: int, batches: int, seed: int, epoch: int, start: int = 0):
-        self.n, self.micro, self.batches = n, micro_batch, batches
-        self.seed, self.epoch, self.start = seed, epoch, start
+    def __init__(self, n: int, batch_size: int, steps_per_epoch: int, total_steps: int, seed: int):
+        self.n, self.batch_size, self.steps_per_epoch = n, batch_size, steps_per_epoch
+        self.total_steps, self.seed = total_steps, seed
+        self.start_step, self.micro = 0, batch_size
+
+    def set_position(self, step: int, micro_batch: int) -> None:
+        if self.batch_size % micro_batch:
+            raise ValueError(f"micro-batch {micro_batch} does not divide the batch {self.batch_size}")
+        self.start_step, self.micro = step, micro_batch
 
     def __iter__(self) -> Iterator[list[int]]:
-        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(self.n, generator=g).tolist()
-        for b in range(self.start, self.batches):
-            yield order[b * self.micro : (b + 1) * self.micro]
+        step, micro, accum = self.start_step, self.micro, self.batch_size // self.micro
+        while step < self.total_steps:
+            epoch, in_epoch = divmod(step, self.steps_per_epoch)
+            order = epoch_order(self.n, self.seed, epoch)
+            for s in range(in_epoch, self.steps_per_epoch):
+                if step >= self.total_steps:
+                    return
+                base = s * self.batch_size
+                for m in range(accum):
+                    yield order[base + m * micro : base + (m + 1) * micro]
+                step += 1
 
     def __len__(self) -> int:
-        return self.batches - self.start
+        return (self.total_steps - self.start_step) * (self.batch_size // self.micro)
 
 
 def is_oom(err: BaseException) -> bool:
@@ -120,7 +146,9 @@ def configure_backends(settings: EngineSettings, threads: int | None = None) -> 
     torch.backends.cudnn.benchmark = True
     n = settings.threads or threads
     if n:
-        torch.set_num_threads(n)
+        # More intra-op threads than cores only spin-wait (Snakemake may grant a rule more threads than cores).
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or n)
+        torch.set_num_threads(max(1, min(n, cores)))
 
 
 def autocast_context(device: torch.device, precision: str):
@@ -130,17 +158,23 @@ def autocast_context(device: torch.device, precision: str):
     return torch.autocast(device_type="cuda", dtype=dtype)
 
 
-def compile_model(model: nn.Module, mode: str, grad_accum_steps: int, log: Callable[[str], None]) -> nn.Module:
-    """torch.compile, refusing CUDA-graph modes under accumulation (graphs replay static buffers)."""
+def compile_model(model: nn.Module, mode: str, grad_accum_steps: int,
+                  log: Callable[[str], None]) -> tuple[nn.Module, str]:
+    """torch.compile, refusing CUDA-graph modes under accumulation; returns (module, mode actually used).
+
+    CUDA graphs replay static buffers, so gradients accumulated over several
+    replays of a captured backward are overwritten; the fallback keeps the
+    same autotuning without graphs and says so in the log.
+    """
     if mode == "none":
-        return model
+        return model, "none"
     if grad_accum_steps > 1 and mode in CUDA_GRAPH_MODES:
         fallback = "max-autotune-no-cudagraphs" if mode == "max-autotune" else "default"
         msg = f"compile mode '{mode}' uses CUDA graphs, which gradient accumulation breaks; using '{fallback}'"
         warnings.warn(msg)
         log("WARNING: " + msg)
         mode = fallback
-    return torch.compile(model, mode=mode)
+    return torch.compile(model, mode=mode), mode
 
 
 def param_groups(modules: list[nn.Module], weight_decay: float) -> list[dict]:
@@ -165,13 +199,14 @@ def lr_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
 
 
 def make_loader(dataset: Dataset, sampler: Sampler, settings: EngineSettings) -> DataLoader:
+    """The one training loader: batch sampler in the main process, workers read the memory-mapped shards."""
     workers = settings.num_workers
     return DataLoader(
         dataset,
         batch_sampler=sampler,
         num_workers=workers,
         pin_memory=settings.pin_memory,
-        persistent_workers=False,  # a new sampler per epoch needs a new loader; see fit()
+        persistent_workers=settings.persistent_workers and workers > 0,
         prefetch_factor=settings.prefetch_factor if workers > 0 else None,
     )
 
@@ -233,6 +268,9 @@ class Trainer:
         self.keep_last, self.every_steps = keep_last, every_steps
         self.log, self.desc = log, desc
         self.profile_dir = Path(profile_dir) if profile_dir else None
+        if train.batch_size % engine.grad_accum_steps:
+            raise ValueError(f"{desc}: batch_size {train.batch_size} is not divisible by "
+                             f"grad_accum_steps {engine.grad_accum_steps}")
         self.accum = engine.grad_accum_steps
         self.micro = train.batch_size // self.accum
         self.oom_fallbacks = 0
@@ -241,7 +279,7 @@ class Trainer:
         model.grad_free_cycles = engine.grad_free_cycles
         if engine.channels_last:
             model.to(memory_format=torch.channels_last)
-        self.forward_model = compile_model(model, engine.compile, self.accum, log)
+        self.forward_model, self.compile_mode = compile_model(model, engine.compile, self.accum, log)
         self.optimizer = torch.optim.AdamW(
             param_groups([model, objective], train.weight_decay), lr=train.lr, betas=(0.9, 0.95),
             fused=device.type == "cuda",
@@ -255,21 +293,29 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(self.total_steps, warmup))
         self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")
         self.timer = ComponentTimer(device)
+        self.sampler = StepBatchSampler(n, train.batch_size, self.steps_per_epoch, self.total_steps, seed)
+        self.loader: DataLoader | None = None
         self.history: list[dict] = []
         self.step = 0
+        self.resumed_from: int | None = None
 
     # ---- checkpoints -------------------------------------------------------------------------
     def _modules(self) -> dict[str, nn.Module]:
         return {"model": self.model, "objective": self.objective}
 
     def save_checkpoint(self) -> None:
+        """Everything a resumed run needs to continue bit-identically; the data position is `step`."""
         if not self.ckpt_dir:
             return
         meta = {
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
+            "batch_size": self.train.batch_size,
             "micro_batch": self.micro,
             "accum": self.accum,
+            "epoch": self.step // self.steps_per_epoch,
+            "step_in_epoch": self.step % self.steps_per_epoch,
+            "oom_fallbacks": self.oom_fallbacks,
             "history": self.history,
         }
         ckpt.save_training_state(self.ckpt_dir, self.step, self._modules(), self.optimizer, meta)
@@ -281,12 +327,17 @@ class Trainer:
             return False
         step, path = found[-1]
         meta = ckpt.load_training_state(path, self._modules(), self.optimizer)
+        saved_batch = meta.get("batch_size", meta["micro_batch"] * meta["accum"])
+        if saved_batch != self.train.batch_size:
+            raise ValueError(f"{self.desc}: checkpoint {path} was written with batch_size {saved_batch}, "
+                             f"this run has {self.train.batch_size}; remove {self.ckpt_dir} to start over")
         self.scheduler.load_state_dict(meta["scheduler"])
         if meta.get("scaler"):
             self.scaler.load_state_dict(meta["scaler"])
         self.micro, self.accum = meta["micro_batch"], meta["accum"]
+        self.oom_fallbacks = meta.get("oom_fallbacks", 0)
         self.history = meta.get("history", [])
-        self.step = step
+        self.step = self.resumed_from = step
         self.log(f"{self.desc}: resumed from {path.name} (step {step}/{self.total_steps})")
         return True
 
@@ -319,83 +370,109 @@ class Trainer:
         self.timer.stop()
 
     def _on_oom(self) -> None:
-        """Halve the micro-batch and double accumulation: same effective batch, less memory."""
+        """Halve the micro-batch and double accumulation: same effective batch, less memory.
+
+        An odd micro-batch goes to the largest divisor of the effective batch below its half.
+
+        Called outside the `except` block, so the failed step's activations (held
+        by the traceback's frames) are already released when the cache is emptied.
+        The step is redone from its first micro-batch; nothing was applied yet.
+        """
+        self.timer.stop()
         if self.micro <= 1:
-            raise RuntimeError(f"{self.desc}: out of memory even at micro-batch 1")
+            raise RuntimeError(f"{self.desc}: out of memory at micro-batch 1, which cannot be halved")
         self.optimizer.zero_grad(set_to_none=True)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        self.micro //= 2
-        self.accum *= 2
+        # Half, or the largest divisor of the effective batch below half (odd micro-batches).
+        batch = self.train.batch_size
+        self.micro = max(d for d in range(1, self.micro // 2 + 1) if batch % d == 0)
+        self.accum = batch // self.micro
         self.oom_fallbacks += 1
         self.log(f"{self.desc}: out of memory; micro-batch -> {self.micro}, accumulation -> {self.accum} "
                  f"(effective batch {self.micro * self.accum} kept)")
 
-    def _epoch_batches(self, epoch: int, start_step: int) -> Iterator[dict]:
-        sampler = EpochBatchSampler(len(self.train_set), self.micro, self.steps_per_epoch * self.accum,
-                                    self.seed, epoch, start=start_step * self.accum)
-        return iter(make_loader(self.train_set, sampler, self.engine))
+    def _batches(self) -> Iterator[dict]:
+        """(Re)start the one loader at the current step; persistent workers survive this."""
+        self.sampler.set_position(self.step, self.micro)
+        if self.loader is None:
+            self.loader = make_loader(self.train_set, self.sampler, self.engine)
+        return iter(self.loader)
 
     # ---- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
         self.maybe_resume()
         t0 = time.perf_counter()
-        samples = 0
+        samples, start_step = 0, self.step
         bar = tqdm(total=self.total_steps, initial=self.step, desc=self.desc, unit="step",
                    disable=not self.engine.progress, mininterval=1.0, dynamic_ncols=True)
         profiler = self._profiler()
         loss_ema = None
+        batches = self._batches()
+        self.model.train()
         while self.step < self.total_steps:
-            epoch, in_epoch = divmod(self.step, self.steps_per_epoch)
-            batches = self._epoch_batches(epoch, in_epoch)
-            self.model.train()
-            restart = False
-            while self.step < self.total_steps and in_epoch < self.steps_per_epoch:
-                try:
-                    losses = []
-                    for micro_index in range(self.accum):
-                        self.timer.start("data_wait")
-                        self.timer.micro_index = micro_index
-                        batch = next(batches)
-                        loss, _ = self._micro_step(batch)
-                        losses.append(loss)
-                    self._optimizer_step()
-                except RuntimeError as err:
-                    if not is_oom(err):
-                        raise
-                    self._on_oom()
-                    restart = True
-                    break
-                self.step += 1
-                in_epoch += 1
-                samples += self.micro * self.accum
-                step_loss = torch.stack(losses).float().mean().item() if self.step % 10 == 0 or in_epoch == self.steps_per_epoch else None
-                if step_loss is not None:
-                    loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
-                    bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{samples / (time.perf_counter() - t0):.0f}")
-                bar.update(1)
-                if profiler is not None:
-                    profiler.step()
-                if self.ckpt_dir and self.step % self.every_steps == 0 and self.step < self.total_steps:
-                    self.save_checkpoint()
-            if restart:
+            oom = False
+            try:
+                losses = []
+                for micro_index in range(self.accum):
+                    self.timer.start("data_wait")
+                    self.timer.micro_index = micro_index
+                    batch = next(batches)
+                    loss, _ = self._micro_step(batch)
+                    losses.append(loss)
+                self._optimizer_step()
+            except RuntimeError as err:
+                if not is_oom(err):
+                    raise
+                oom = True
+            if oom:
+                losses = batch = loss = None
+                self._on_oom()
+                batches = self._batches()
                 continue
-            self._end_epoch(epoch, loss_ema, samples, t0)
+            self.step += 1
+            samples += self.micro * self.accum
+            in_epoch = self.step % self.steps_per_epoch
+            if self.step % 10 == 0 or in_epoch == 0 or self.step == self.total_steps:
+                step_loss = torch.stack(losses).float().mean().item()
+                loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
+                elapsed = max(1e-9, time.perf_counter() - t0)
+                bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{samples / elapsed:.0f}")
+            bar.update(1)
+            if profiler is not None:
+                profiler.step()
+            if self.ckpt_dir and self.step % self.every_steps == 0 and self.step < self.total_steps:
+                self.save_checkpoint()
+            if in_epoch == 0 or self.step == self.total_steps:
+                self._end_epoch((self.step - 1) // self.steps_per_epoch, loss_ema, samples, t0)
+                self.model.train()
         bar.close()
         if profiler is not None:
-            profiler.__exit__(None, None, None)
+            profiler.stop()
         wall = time.perf_counter() - t0
+        components = self.timer.summary()
+        if profiler is not None:
+            from .profiling import write_component_table
+
+            write_component_table(self.profile_dir, components)
         self.save_checkpoint()
         return TrainResult(
             history=self.history,
-            resolved={"engine": asdict(self.engine), "train": asdict(self.train), "micro_batch": self.micro,
-                      "grad_accum_steps": self.accum, "oom_fallbacks": self.oom_fallbacks,
-                      "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps},
-            components=self.timer.summary(),
+            resolved=self.resolved(),
+            components=components,
             steps=self.total_steps,
             samples=samples,
             wall_s=wall,
         )
+
+    def resolved(self) -> dict:
+        """Every switch as actually used (after precision resolution, compile fallback, OOM fallbacks)."""
+        return {"engine": asdict(self.engine), "train": asdict(self.train), "precision": self.engine.precision,
+                "compile_mode": self.compile_mode, "batch_size": self.train.batch_size, "micro_batch": self.micro,
+                "grad_accum_steps": self.accum, "oom_fallbacks": self.oom_fallbacks,
+                "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
+                "resumed_from_step": self.resumed_from, "device": str(self.device),
+                "grad_scaler": self.scaler.is_enabled()}
 
     def _end_epoch(self, epoch: int, loss_ema: float | None, samples: int, t0: float) -> None:
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": loss_ema,
@@ -413,4 +490,4 @@ class Trainer:
             return None
         from .profiling import start_profiler
 
-        return start_profiler(self.profile_dir, self.device)
+        return start_profiler(self.profile_dir, self.device, remaining_steps=self.total_steps - self.step)

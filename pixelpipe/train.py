@@ -63,15 +63,30 @@ def write_metrics_csv(path: Path, rows: list[dict]) -> None:
     write_text(path, buf.getvalue())
 
 
+def checkpoint_batch_size(ckpt_dir: Path | None) -> int | None:
+    """The effective batch the newest checkpoint was trained with (resume must keep it)."""
+    found = list_checkpoints(ckpt_dir) if ckpt_dir else []
+    if not found:
+        return None
+    meta = read_json(found[-1][1])
+    return int(meta.get("batch_size", meta["micro_batch"] * meta["accum"]))
+
+
 def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
-                       engine: EngineSettings, device: torch.device, n_train: int, log: Callable[[str], None]) -> int:
+                       engine: EngineSettings, device: torch.device, n_train: int, log: Callable[[str], None],
+                       ckpt_dir: Path | None = None) -> tuple[int, dict | None]:
+    """(effective batch size, finder report or None). 'auto' searches, unless a checkpoint fixes it."""
     bs = role_cfg["train"]["batch_size"]
     if bs != "auto":
-        return int(bs)
+        return int(bs), None
+    resumed = checkpoint_batch_size(ckpt_dir)
+    if resumed is not None:
+        log(f"batch size auto: resuming, so keeping the checkpoint's batch size {resumed}")
+        return resumed, {"from_checkpoint": True, "batch_size": resumed}
     from .batchsize import find_batch_size
 
     found = find_batch_size(model, objective, sample_batch, engine, device, max_batch=max(1, n_train // 4), log=log)
-    return found.batch_size
+    return found.batch_size, found.to_dict()
 
 
 def run_fingerprint(params: dict) -> str:
@@ -114,13 +129,12 @@ def _train_and_save(
     role_cfg = cfg[role]
 
     def sample_batch(b: int) -> dict:
-        idx = list(range(min(b, len(train_set))))
-        items = [train_set[i] for i in idx]
+        """b real training samples (cycling through the split when it is smaller than b)."""
+        items = [train_set[i % len(train_set)] for i in range(b)]
         return {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0]}
 
-    batch_size = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device, len(train_set), log)
-    if batch_size % engine.grad_accum_steps:
-        batch_size -= batch_size % engine.grad_accum_steps
+    batch_size, search = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device,
+                                            len(train_set), log, ckpt_dir)
     tcfg = {**role_cfg["train"], "batch_size": batch_size}
     trainer = Trainer(model, objective, train_set, val_set, TrainSettings(**tcfg), engine, device, seed=cfg["seed"],
                       ckpt_dir=ckpt_dir, keep_last=keep_last, every_steps=every_steps, log=log,
@@ -128,6 +142,9 @@ def _train_and_save(
     log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
         f"{trainer.total_steps} steps on {info.name} ({engine.precision})")
     result = trainer.fit()
+    result.resolved.update(hardware_profile=cfg["hardware"]["profile"], device_name=info.name,
+                           device_capability=list(info.capability) if info.capability else None,
+                           batch_size_requested=role_cfg["train"]["batch_size"], batch_size_search=search)
     test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro))
     log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
