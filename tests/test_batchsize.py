@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
+from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
 from pixelpipe.batchsize import CPU_MAX_BATCH, find_batch_size, make_measure
 from pixelpipe.distill import ClassificationObjective
 from pixelpipe.train import resolve_batch_size

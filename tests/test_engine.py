@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
+from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
 from pixelpipe.distill import ClassificationObjective
 from pixelpipe.engine import StepBatchSampler, Trainer, compile_model, epoch_order
 
