@@ -32,8 +32,18 @@ def _gpu_profile(engine: dict, teacher_batch: object, student_batch: object) -> 
     }
 
 
+# The laptop default: small enough that `snakemake --cores 4 train` finishes in minutes on 2 cores.
+CPU_PROFILE = {
+    "teacher": {"model": {"patch_size": 8, "dim": 96, "depth": 1, "heads": 4, "H_cycles": 2, "L_cycles": 2,
+                          "num_capsules": 4},
+                "train": {"batch_size": 32, "lr": 0.001}},
+    "student": {"model": {"patch_size": 8, "dim": 64, "depth": 1, "heads": 4, "H_cycles": 1, "L_cycles": 2,
+                          "num_capsules": 4},
+                "train": {"batch_size": 32, "lr": 0.001}},
+}
+
 PROFILES: dict[str, dict] = {
-    "cpu": {},
+    "cpu": CPU_PROFILE,
     # T4: 15 GB, fp16 tensor cores only (no bf16, no TF32); recomputing the recursion buys batch.
     "t4": _gpu_profile({"precision": "fp16", "compile": "default", "activation_checkpointing": True}, "auto", "auto"),
     # A10G: 24 GB Ampere, native bf16 and TF32.

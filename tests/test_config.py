@@ -34,3 +34,12 @@ def test_user_keys_win_over_the_profile():
     assert cfg["teacher"]["model"]["dim"] == 384
     assert cfg["teacher"]["model"]["depth"] == 2  # from the profile
     assert cfg["render"]["height"] == 224
+
+
+def test_profile_applies_through_the_repo_config():
+    """config.yaml must not pin model sizes, or a GPU profile could never apply."""
+    cfg = load_config("config.yaml", {"hardware": {"profile": "h100"}})
+    assert cfg["teacher"]["model"]["dim"] == 768 and cfg["teacher"]["model"]["L_cycles"] == 3
+    assert cfg["render"]["height"] == 224 and cfg["teacher"]["model"]["patch_size"] == 16
+    cpu = load_config("config.yaml")
+    assert cpu["teacher"]["model"]["dim"] < 768 and cpu["render"]["height"] == 32
