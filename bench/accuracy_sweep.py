@@ -45,6 +45,14 @@ def prepare_cache(cfg: dict, root: Path, workers: int) -> Path:
     return cache_root
 
 
+def last_epoch_rate(history: list[dict]) -> float:
+    """Samples/s of the last epoch alone (first-epoch compile and warm-up excluded), validation included."""
+    if len(history) < 2:
+        return history[-1]["samples_per_s"]
+    a, b = history[-2], history[-1]
+    return (b["samples_seen"] - a["samples_seen"]) / max(1e-9, b["elapsed_s"] - a["elapsed_s"])
+
+
 def run_variant(name: str, cfg: dict, root: Path, workers: int) -> dict:
     import torch
 
@@ -79,8 +87,8 @@ def run_variant(name: str, cfg: dict, root: Path, workers: int) -> dict:
             "teacher_s": round(t_teacher, 1), "student_s": round(t_student, 1),
             "teacher_mflop": round(tf / 1e6, 1), "student_mflop": round(sf / 1e6, 1),
             "teacher_params": tsum["parameters"], "student_params": ssum["parameters"],
-            "teacher_samples_per_s": round(tres.history[-1]["samples_per_s"], 1),
-            "student_samples_per_s": round(sres.history[-1]["samples_per_s"], 1),
+            "teacher_samples_per_s": round(last_epoch_rate(tres.history), 1),
+            "student_samples_per_s": round(last_epoch_rate(sres.history), 1),
             "encode_images_per_s": round(len(split) / max(enc_s, 1e-9), 1), "precision": precision,
             "device": tres.resolved.get("device", str(device))}
 

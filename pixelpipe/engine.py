@@ -29,6 +29,9 @@ from .hardware import DeviceInfo, resolve_precision
 from .timing import ComponentTimer
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+# Switches that cannot change what a run computes: left out of Snakemake params and run fingerprints.
+ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory", "persistent_workers",
+                       "prefetch_factor")
 
 
 @dataclass
@@ -477,7 +480,8 @@ class Trainer:
     def _end_epoch(self, epoch: int, loss_ema: float | None, samples: int, t0: float) -> None:
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": loss_ema,
                                "lr": self.scheduler.get_last_lr()[0],
-                               "samples_per_s": samples / max(1e-9, time.perf_counter() - t0)}
+                               "samples_per_s": samples / max(1e-9, time.perf_counter() - t0),
+                               "elapsed_s": time.perf_counter() - t0, "samples_seen": samples}
         if self.val_set is not None and len(self.val_set):
             ev = evaluate(self.model, self.val_set, self.device, self.engine.precision, max(64, self.micro))
             row.update(val_loss=ev["loss"], val_accuracy=ev["accuracy"])

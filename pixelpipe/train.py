@@ -18,7 +18,7 @@ from .cache import CacheDataset, CacheSplit
 from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from .consolidate import open_dataset
 from .distill import ClassificationObjective, DistillationObjective
-from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
+from .engine import ENGINE_RUNTIME_ONLY, EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
 from .hardware import DeviceInfo, detect_device
 from .io import read_json, sha256_file, write_text
 from .model import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
@@ -96,6 +96,16 @@ def run_fingerprint(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
+    """Identity of a training run: its config slice plus the bytes it learns from.
+
+    Checkpoints carry it, so a resumed run is always the same run (never another config's).
+    """
+    engine = {k: v for k, v in cfg["engine"].items() if k not in ENGINE_RUNTIME_ONLY}
+    return run_fingerprint({role: cfg[role], "engine": engine, "seed": cfg["seed"],
+                            "data": [sha256_file(p) for p in data_files]})
+
+
 def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
     """Checkpoints of another config must not be resumed: drop them."""
     marker = ckpt_dir / "RUN"
@@ -159,7 +169,7 @@ def _train_and_save(
 
 def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path, threads: int | None = None,
                   log: Callable[[str], None] = print, ckpt_dir: Path | None = None,
-                  fingerprint: str = "", profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
+                  profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
     init_seed_everything(cfg["seed"])
     info, device, engine = setup_device(cfg, threads)
     labels = read_json(labels_path)["labels"]
@@ -167,6 +177,7 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
     model = TRMVisionEncoder(encoder_config(cfg["teacher"]["model"], train_split.render_settings, len(labels)))
     objective = ClassificationObjective(cfg["teacher"]["train"]["label_smoothing"])
     if ckpt_dir is not None:
+        fingerprint = training_fingerprint(cfg, "teacher", [cache_root / "train" / "manifest.json", labels_path])
         clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     return _train_and_save(
         "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
@@ -178,7 +189,7 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
 
 def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: Path, labels_path: Path,
                   out_dir: Path, ckpt_dir: Path, threads: int | None = None, log: Callable[[str], None] = print,
-                  fingerprint: str = "", profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
+                  profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
     init_seed_everything(cfg["seed"])
     info, device, engine = setup_device(cfg, threads)
     labels = read_json(labels_path)["labels"]
@@ -193,6 +204,8 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
                                       d["kl_weight"], d["sketch_weight"], cfg["student"]["train"]["label_smoothing"])
     train_set = CacheDataset(cache_root / "train",
                              extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]})
+    fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,
+                                                        dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
     clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     ck = cfg["student"]["checkpoint"]
     result, summary = _train_and_save(

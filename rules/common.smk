@@ -6,6 +6,7 @@ from snakemake.utils import validate
 
 from pixelpipe.cache import shard_count
 from pixelpipe.config import ConfigError, resolve_config
+from pixelpipe.engine import ENGINE_RUNTIME_ONLY
 from pixelpipe.corpus import SPLITS, planned_split_sizes
 from pixelpipe.summary import accuracy_summary
 
@@ -21,8 +22,7 @@ SPLIT_SIZES = planned_split_sizes(config["corpus"])
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
 # Engine keys that cannot change a trained model's weights are left out of params,
 # so tuning the loader or the progress bar reruns nothing.
-ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory",
-                       "persistent_workers", "prefetch_factor")
+# (pixelpipe.engine.ENGINE_RUNTIME_ONLY)
 ENCODED_SPLITS = config["encode"]["splits"]
 
 STUDENT_FILES = multiext("results/student/", "model.safetensors", "config.json", "metrics.csv")

@@ -4,7 +4,7 @@ from pathlib import Path
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
 from pixelpipe.summary import accuracy_summary
-from pixelpipe.train import run_fingerprint, train_student
+from pixelpipe.train import train_student
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]
@@ -13,8 +13,6 @@ with stage_log(sm.log[0]) as log, StageMeter("train_student", sm.output.metrics,
         sm.config, Path(sm.input.cache[0]).parents[1], Path(sm.input.dataset[0]).parents[1] / "train",
         Path(sm.input.teacher[0]).parent, Path(sm.input.labels), Path(sm.output.model).parent,
         Path(sm.params.checkpoints), threads=sm.threads, log=log,
-        fingerprint=run_fingerprint({"student": sm.params.student, "engine": sm.params.engine, "seed": sm.params.seed,
-                                     "teacher": Path(sm.input.teacher[0]).stat().st_mtime_ns}),
         profile_dir=Path("results/profile/student"),
     )
     meter.record(samples=result.samples, components=result.components, resolved=result.resolved, **summary)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
-from pixelpipe.train import run_fingerprint, train_teacher
+from pixelpipe.train import train_teacher
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]
@@ -11,7 +11,6 @@ with stage_log(sm.log[0]) as log, StageMeter("train_teacher", sm.output.metrics,
     result, summary = train_teacher(
         sm.config, Path(sm.input.cache[0]).parents[1], Path(sm.input.labels), Path(sm.output.model).parent,
         threads=sm.threads, log=log, ckpt_dir=Path(sm.params.checkpoints),
-        fingerprint=run_fingerprint({"teacher": sm.params.teacher, "engine": sm.params.engine, "seed": sm.params.seed}),
         profile_dir=Path("results/profile/teacher"),
     )
     meter.record(samples=result.samples, components=result.components, resolved=result.resolved, **summary)
