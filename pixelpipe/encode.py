@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from .engine import autocast_context
 from .io import atomic_path
 from .model import TRMVisionEncoder, checksum_bits
+from .timing import ComponentTimer
 
 ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
 
@@ -41,25 +42,31 @@ def encode_images(
     batch_size: int = 256,
     progress: bool = True,
     desc: str = "encode",
+    timer: ComponentTimer | None = None,
 ) -> dict[str, np.ndarray]:
     model.eval()
+    t = timer or ComponentTimer(device)
     n = len(images)
     out = allocate_outputs(n, model)
     out["labels"][:] = labels
     pin = device.type == "cuda"
     for start in tqdm(range(0, n, batch_size), desc=desc, unit="batch", disable=not progress, mininterval=1.0):
         stop = min(n, start + batch_size)
+        t.start("read_h2d")
         batch = torch.from_numpy(np.ascontiguousarray(images[start:stop]))
         if pin:
             batch = batch.pin_memory()
         batch = batch.to(device, non_blocking=True)
+        t.start("forward")
         with autocast_context(device, precision):
             res = model(batch)
+        t.start("to_host")
         out["sketches"][start:stop] = res["sketches"].half().cpu().numpy()
         out["children"][start:stop] = res["children"].half().cpu().numpy()
         bits = checksum_bits(res["checksum_logits"].float()).cpu().numpy()
         out["checksums"][start:stop] = np.packbits(bits, axis=-1)
         out["logits"][start:stop] = res["logits"].float().cpu().numpy()
+    t.stop()
     return out
 
 
@@ -78,10 +85,16 @@ def encode_shard(
     if len(images) != len(labels):
         raise ValueError(f"{shard_path}: {len(images)} images but {len(labels)} labels in the manifest")
     t0 = time.perf_counter()
-    out = encode_images(model, images, labels, device, precision, batch_size, progress, desc=Path(shard_path).name)
+    timer = ComponentTimer(device)
+    out = encode_images(model, images, labels, device, precision, batch_size, progress, desc=Path(shard_path).name,
+                        timer=timer)
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
+    timer.start("write")
     with atomic_path(out_path, suffix=".npz") as tmp:
         np.savez(tmp, **out)
-    return {"samples": len(images), "encode_s": seconds, "images_per_s": len(images) / max(seconds, 1e-9)}
+    timer.stop()
+    components = timer.summary()
+    return {"samples": len(images), "encode_s": seconds, "images_per_s": len(images) / max(seconds, 1e-9),
+            "write_s": components["write"]["seconds"], "components": components}

@@ -21,6 +21,7 @@ from .distill import ClassificationObjective, DistillationObjective
 from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
 from .hardware import DeviceInfo, detect_device
 from .io import read_json, sha256_file, write_text
+from .parts import PartTimer
 from .model import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
 
 METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
@@ -127,7 +128,10 @@ def _train_and_save(
                       profile_dir=profile_dir, desc=role)
     log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
         f"{trainer.total_steps} steps on {info.name} ({engine.precision})")
+    # Module hooks would break torch.compile graphs; under compile use engine.profiler instead.
+    parts = PartTimer(model, device) if engine.compile == "none" else None
     result = trainer.fit()
+    forward_parts = parts.summary() if parts is not None else {}
     test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro))
     log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
@@ -137,7 +141,7 @@ def _train_and_save(
                                 "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
                                 "metrics": summary})
     write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
-    return result, summary
+    return result, {**summary, "forward_parts": forward_parts}
 
 
 def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path, threads: int | None = None,
