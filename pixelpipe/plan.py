@@ -49,9 +49,14 @@ HOST_BASELINE = {
 # What a stage adds over its baseline beyond the analytic terms below, measured as
 # peak_host - baseline - analytic terms on the tiny config (where the analytic terms are ~0):
 HOST_RUNTIME = {
-    "corpus": 39_000_000,  # Faker locale providers, pyarrow write buffers
+    "corpus": 36_000_000,  # Faker locale providers, pyarrow write buffers
+    "corpus_row": 2_860,  # per corpus row (DataFrame, texts, bad-row checks): (default - tiny) / (9500 - 380) rows
     "render": 10_000_000,  # fonts, the pool's pipes and result queues
     "render_worker": 22_000_000,  # USS of one forked render worker (pages it copies-on-write + its fonts)
+    # a worker's USS grows as it works: garbage collection and refcounts copy the parent's heap pages
+    # (~3 KB per image it renders; fitted between the default config's train and val splits), capped by that heap
+    "render_worker_per_image": 3_000,
+    "render_worker_max": 90_000_000,
     "train": 106_300_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
     "encode": 21_300_000,  # inference-mode kernels, first-use allocations
     "consolidate": 100_000,
@@ -61,9 +66,10 @@ CPU_ALLOCATOR_OVERHEAD = 1.0
 # CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
 CUDA_RESERVED_OVERHEAD = 1.10
 # Parquet of the built-in corpus: bytes per row per character (UTF-8 of 19 scripts, snappy) and fixed bytes.
-PARQUET_BYTES_PER_CHAR = 1.30
-PARQUET_ROW_BYTES = 11.0
-PARQUET_FILE_BYTES = 1700
+# Least-squares fit over the six parquet files of the tiny and default configs (residuals < 2 %).
+PARQUET_BYTES_PER_CHAR = 1.020
+PARQUET_ROW_BYTES = 20.8
+PARQUET_FILE_BYTES = 1635
 # Seconds a torch stage spends before and after its work (imports, model load, saving).
 STAGE_STARTUP_S = 3.0
 
@@ -125,7 +131,12 @@ def model_tensors(cfg: EncoderConfig) -> dict[str, tuple[tuple[int, ...], str, i
             for k, v in model.state_dict().items()}
 
 
-def param_shapes(cfg: EncoderConfig) -> list[tuple[int, ...]]:
+# Parameters no loss reaches: the teacher trains on logits, the student on logits and sketches, so
+# children_proj gets no gradient, and AdamW creates no state for it (measured in the checkpoints).
+UNTRAINED_PARAMS = ("children_proj.",)
+
+
+def param_shapes(cfg: EncoderConfig, trained_only: bool = False) -> list[tuple[int, ...]]:
     """Trainable parameter shapes in the order the engine's param_groups lists them."""
     import torch
 
@@ -134,7 +145,9 @@ def param_shapes(cfg: EncoderConfig) -> list[tuple[int, ...]]:
 
     with torch.device("meta"):
         model = TRMVisionEncoder(cfg)
-    return [tuple(p.shape) for g in param_groups([model], 0.0) for p in g["params"]]
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [tuple(p.shape) for g in param_groups([model], 0.0) for p in g["params"]
+            if not (trained_only and names[id(p)].startswith(UNTRAINED_PARAMS))]
 
 
 # ---- memory of one training step ---------------------------------------------------------------
@@ -177,6 +190,7 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     `activations` is fixed, and activations are `per_sample_activation_bytes * micro_batch`.
     """
     params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg)) + extra_params
+    trained = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg, trained_only=True)) + extra_params
     a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
     acts = activation_bytes_per_sample(encoder_cfg, a, activation_checkpointing, grad_free_cycles)
     per_sample = sum(acts.values())
@@ -184,8 +198,8 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     hidden = int(d * encoder_cfg.mlp_ratio)
     out = {
         "weights": 4 * params,
-        "gradients": 4 * params,
-        "optimizer_state": 8 * params,  # AdamW exp_avg + exp_avg_sq, fp32
+        "gradients": 4 * trained,
+        "optimizer_state": 8 * trained,  # AdamW exp_avg + exp_avg_sq, fp32 (none for params no loss reaches)
         "amp_weight_copies": 2 * params if a == 2 else 0,  # autocast's per-forward low-precision weight cache
         "activations": {k: v * micro_batch for k, v in acts.items()},
         # backward holds the incoming and outgoing gradient of the widest tensor besides the saved ones
@@ -200,6 +214,7 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     out["allocator_overhead"] = int(total * (overhead - 1))
     out["reserved_peak"] = int(total * overhead)
     out["parameters"] = params
+    out["trained_parameters"] = trained
     return out
 
 
@@ -224,6 +239,7 @@ class StagePlan:
     wall_s: float | None = None
     peak_gpu_allocated_bytes: int | None = None
     peak_gpu_reserved_bytes: int | None = None
+    checkpoint_bytes: int | None = None
     samples: int | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -293,19 +309,24 @@ def _metrics_csv_bytes(epochs: float) -> int:
     return 46 + rows * 75
 
 
-def _checkpoint_bytes(enc: EncoderConfig, extra_tensors: dict[str, tuple]) -> int:
+def _checkpoint_bytes(enc: EncoderConfig, extra_tensors: dict[str, tuple], epochs: float) -> int:
     import torch
 
     tensors = {f"model.{k}": v for k, v in model_tensors(enc).items()}
     tensors.update({f"objective.{k}": v for k, v in extra_tensors.items()})
-    shapes = param_shapes(enc) + [v[0] for v in extra_tensors.values()]
+    shapes = param_shapes(enc, trained_only=True) + [v[0] for v in extra_tensors.values()]
     for i, s in enumerate(shapes):
         tensors[f"optimizer.{i}.exp_avg"] = (s, "float32", 4)
         tensors[f"optimizer.{i}.exp_avg_sq"] = (s, "float32", 4)
         tensors[f"optimizer.{i}.step"] = ((), "float32", 4)
     tensors["rng.torch"] = ((torch.get_rng_state().numel(),), "uint8", 1)
-    json_part = 900 + 14 * len(shapes) + 60 * len(shapes)
+    # step-N.json (indent 2): fixed keys, one line per param index, one history row per epoch;
+    # fitted on the tiny config's teacher and student checkpoints
+    json_part = 1230 + 14 * (len(param_shapes(enc)) + len(extra_tensors)) + 240 * math.ceil(epochs)
     return safetensors_bytes(tensors) + json_part
+
+
+run_fingerprint_placeholder = "0" * 16  # train.run_fingerprint: 16 hex digits
 
 
 def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
@@ -338,7 +359,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
     avg_chars = (cfg["corpus"]["min_chars"] + cfg["corpus"]["max_chars"]) / 2
     parquet = sum(PARQUET_FILE_BYTES + n * (avg_chars * PARQUET_BYTES_PER_CHAR + PARQUET_ROW_BYTES) for n in sizes.values())
     labels_json = 200 + classes * 30
-    stages.append(StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + int(n_all * avg_chars * 12),
+    stages.append(StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + n_all * HOST_RUNTIME["corpus_row"],
                             int(parquet + labels_json), samples=n_all,
                             detail={"disk": {"parquet (estimate)": int(parquet), "labels.json": labels_json}}))
 
@@ -357,12 +378,14 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
         host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
                 "shard buffer": min(n, shard_size) * pixels,
                 "chunks in flight": 2 * max(1, workers) * chunk * pixels,
-                "workers (USS)": workers * HOST_RUNTIME["render_worker"]}
+                "workers (USS)": workers * min(HOST_RUNTIME["render_worker_max"], HOST_RUNTIME["render_worker"]
+                                               + HOST_RUNTIME["render_worker_per_image"] * n // max(1, workers))}
         stages.append(StagePlan(f"render", split, sum(host.values()), disk, samples=n,
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
 
     # teacher
-    def train_stage(role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict) -> tuple[StagePlan, int]:
+    def train_stage(role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict, keep: int,
+                    every: int) -> tuple[StagePlan, int]:
         tcfg = cfg[role]["train"]
         bs, steps = _train_steps(sizes["train"], tcfg)
         micro = bs // cfg["engine"]["grad_accum_steps"]
@@ -383,14 +406,17 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
         model_file = safetensors_bytes(model_tensors(enc))
         cfg_json = _model_config_bytes(cfg, role, enc, classes)
         csv = _metrics_csv_bytes(tcfg["epochs"])
-        ckpt = _checkpoint_bytes(enc, extra_tensors)
+        ckpt = _checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
         flops = flops_per_sample(enc)
         samples = steps * bs
         wall = None
         if gflops:
             evals = sizes["val"] * math.ceil(tcfg["epochs"]) + sizes["test"]
             wall = STAGE_STARTUP_S + (3 * flops * samples + flops * evals) / (gflops * 1e9)
+        saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
+        left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
         sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
+                       checkpoint_bytes=left,
                        detail={"host": host, "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
                                                       "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
                                "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "flops_per_sample": flops})
@@ -401,7 +427,8 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
             sp.detail["train_memory"] = g
         return sp, ckpt
 
-    t_stage, t_ckpt = train_stage("teacher", teacher, {}, {})
+    # train.train_teacher keeps 1 checkpoint every 200 steps; the student's come from its config
+    t_stage, t_ckpt = train_stage("teacher", teacher, {}, {}, keep=1, every=200)
     stages.append(t_stage)
 
     # encode (one job per shard) and consolidate (one per split)
@@ -450,7 +477,9 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
     # student: adapter from student to teacher width; teacher logits+sketches memory-mapped
     adapter = {"adapter.weight": ((teacher.dim, student.dim), "float32", 4), "adapter.bias": ((teacher.dim,), "float32", 4)}
     teacher_maps = sizes["train"] * (classes * 4 + k * teacher.dim * 2)
-    s_stage, s_ckpt = train_stage("student", student, adapter, {"teacher outputs (mmap)": teacher_maps})
+    ck = cfg["student"]["checkpoint"]
+    s_stage, s_ckpt = train_stage("student", student, adapter, {"teacher outputs (mmap)": teacher_maps},
+                                  keep=ck["keep_last"], every=ck["every_steps"])
     stages.append(s_stage)
 
     disk_totals = {

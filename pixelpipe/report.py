@@ -28,6 +28,7 @@ RESOURCES = {
     "disk_written_bytes": ("disk written", "bytes"),
     "peak_gpu_allocated_bytes": ("peak GPU allocated", "bytes"),
     "peak_gpu_reserved_bytes": ("peak GPU reserved", "bytes"),
+    "checkpoint_bytes": ("checkpoints left on disk", "bytes"),
 }
 PLOTS = ("predicted_vs_measured.png", "time_per_rule.png", "train_breakdown.png", "throughput.png",
          "curves.png", "disk_over_dag.png")
@@ -113,21 +114,21 @@ def disk_over_dag(metrics: list[dict], plan: dict) -> list[dict]:
     """Cumulative disk after each job (finish order): encoded shards leave when their split consolidates."""
     planned = {s["key"]: s for s in plan["stages"]}
     events = sorted(metrics, key=lambda m: m.get("finished_at", 0))
-    meas = pred = 0.0
+    meas = pred = 0.0  # stage outputs plus the checkpoints training leaves behind
     encoded: dict[str, list[tuple[float, float]]] = {}
     out = []
     for m in events:
-        p = planned.get(m["key"], {}).get("disk_written_bytes", 0)
-        meas += m.get("disk_written_bytes", 0)
-        pred += p
-        extra = m.get("checkpoint_bytes", 0)
+        plan_m = planned.get(m["key"], {})
+        p = plan_m.get("disk_written_bytes", 0)
+        meas += m.get("disk_written_bytes", 0) + m.get("checkpoint_bytes", 0)
+        pred += p + plan_m.get("checkpoint_bytes", 0)
         if m["rule"] == "encode":
             encoded.setdefault(m["name"].split("-")[0], []).append((m.get("disk_written_bytes", 0), p))
         if m["rule"] == "consolidate":
             for dm, dp in encoded.pop(m["name"], []):
                 meas -= dm
                 pred -= dp
-        out.append({"after": m["key"], "measured_bytes": meas + extra, "predicted_bytes": pred,
+        out.append({"after": m["key"], "measured_bytes": meas, "predicted_bytes": pred,
                     "t": m.get("finished_at")})
     return out
 
@@ -264,7 +265,7 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
                 vals.append(max(0.0, m["components"].get("forward", {}).get("seconds", 0.0) - fp))
             else:
                 vals.append(m.get("components", {}).get(c, {}).get("seconds", 0.0))
-        label = "forward (objective, rest)" if c == "forward" and any(x.startswith("forward.") for x in comps) else c
+        label = "forward (rest; all of it without parts)" if c == "forward" and any(x.startswith("forward.") for x in comps) else c
         ax.barh(range(len(trains)), vals, left=left, label=label, color=cmap(j % 20))
         left = [a + b for a, b in zip(left, vals)]
     ax.set_yticks(range(len(trains)), [m["key"] for m in trains], fontsize=8)
@@ -318,7 +319,7 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
     ax.step(x, [d["measured_bytes"] / 2**20 for d in disk], where="post", label="measured")
     ax.step(x, [d["predicted_bytes"] / 2**20 for d in disk], where="post", linestyle="--", label="predicted")
     ax.set_xticks(list(x), [d["after"] for d in disk], rotation=60, ha="right", fontsize=6)
-    ax.set_ylabel("MiB on disk (stage outputs)")
+    ax.set_ylabel("MiB on disk (outputs + checkpoints)")
     ax.set_title("disk usage over the DAG (jobs in finish order)")
     ax.legend(fontsize=8)
     fig.tight_layout()
