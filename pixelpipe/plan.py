@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import sys
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any

@@ -3,7 +3,6 @@ and its predictions on the tiny config against what the stages measured."""
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
 import pytest

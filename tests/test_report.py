@@ -3,8 +3,6 @@ the optimization matrix's variant list and one measured variant."""
 
 from __future__ import annotations
 
-import json
-import shutil
 
 import pytest
 
@@ -12,7 +10,7 @@ from pixelpipe.bench import benchmark_markdown, build_matrix, run_one
 from pixelpipe.config import load_config
 from pixelpipe.io import read_json, write_json
 from pixelpipe.plan import plan_workflow
-from pixelpipe.report import PLOTS, compare, disk_over_dag, err_pct, write_reports
+from pixelpipe.report import PLOTS, compare, err_pct, write_reports
 from tiny_workflow import TINY, tiny_workdir
 
 REPORT_FILES = ["memory.json", "memory.md", "time.json", "time.md", "summary.md", *PLOTS]
