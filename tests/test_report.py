@@ -3,7 +3,6 @@ the optimization matrix's variant list and one measured variant."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from pixelpipe.bench import benchmark_markdown, build_matrix, run_one
