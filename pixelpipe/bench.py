@@ -125,7 +125,8 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
            "peak_host_bytes": sampler.peak_host, "micro_batch": trainer.micro, "accum": trainer.accum,
            "precision": engine.precision, "device": info.name, "threads": torch.get_num_threads(),
            "tflops_per_s": 3 * flops_per_sample(enc) * steps * bs / wall / 1e12,
-           "predicted_train_bytes": pred["allocated_peak"]}
+           # CUDA: allocated peak; CPU: RSS the step adds (allocated + CPU transients), excluding the process baseline
+           "predicted_train_bytes": pred["allocated_peak"] if device.type == "cuda" else pred["reserved_peak"]}
     if device.type == "cuda":
         res["peak_gpu_allocated_bytes"] = torch.cuda.max_memory_allocated()
         res["peak_gpu_reserved_bytes"] = torch.cuda.max_memory_reserved()
@@ -173,10 +174,11 @@ def benchmark_markdown(b: dict) -> str:
     lines = ["# Optimization matrix (teacher training step)", "",
              f"Measured on: {b['machine']} ({b['device']}). Teacher {b['teacher']}, images {b['image']}, "
              f"{b['steps']} timed steps after {b['warmup_steps']} warm-up steps, synthetic uint8 images, "
-             "each variant in a fresh process. `predicted train memory` is pixelpipe.plan.predict_train_memory "
-             "(weights, grads, AdamW state, activations); every other number is measured.", "",
+             "each variant in a fresh process. `predicted step memory` is pixelpipe.plan.predict_train_memory "
+             "(weights, grads, AdamW state, activations; on CPU with the allocator transients, and without the "
+             "~350 MB a torch training process holds before its first step); every other number is measured.", "",
              "| variant | batch | samples/s | speedup | peak host RAM | " + ("peak GPU alloc | peak GPU reserved | " if gpu else "")
-             + "predicted train memory | warm-up s |",
+             + "predicted step memory | warm-up s |",
              "|---|---|---|---|---|" + ("---|---|" if gpu else "") + "---|---|"]
     skipped = []
     for r in b["variants"]:
