@@ -1,5 +1,6 @@
 # pixelpipe: corpus -> render -> teacher -> encode -> consolidate -> student (-> ONNX -> reports)
-# `snakemake --cores 4 train` builds the student; `snakemake --cores 4` builds everything.
+# `snakemake --cores 4 train` builds the student; `snakemake --cores 4` builds everything and the reports;
+# `snakemake --cores 2 benchmark` measures the optimization matrix.
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -16,12 +17,19 @@ include: "rules/render.smk"
 include: "rules/teacher.smk"
 include: "rules/encode.smk"
 include: "rules/student.smk"
+include: "rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
         STUDENT_FILES,
+        rules.report.output,
+
+
+rule benchmark:
+    input:
+        rules.benchmark_matrix.output,
 
 
 rule train:

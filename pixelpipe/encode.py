@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from .engine import autocast_context
 from .io import atomic_path
 from .model import TRMVisionEncoder, checksum_bits
+from .timing import ComponentTimer
 
 ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
 
@@ -61,6 +62,7 @@ def encode_images(
     batch_size: int = 256,
     progress: bool = True,
     desc: str = "encode",
+    timer: ComponentTimer | None = None,
 ) -> dict[str, np.ndarray]:
     """Teacher outputs for `images` (uint8 [N,C,H,W], may be a memmap) in one preallocated buffer.
 
@@ -68,6 +70,7 @@ def encode_images(
     come back with asynchronous copies that are waited for one batch later.
     """
     model.eval()
+    t = timer or ComponentTimer(device)
     n = len(images)
     out = allocate_outputs(n, model)
     out["labels"][:] = labels
@@ -82,10 +85,18 @@ def encode_images(
             out[name][start:stop] = value.numpy()
 
     bar = tqdm(total=n, desc=desc, unit="img", disable=not progress, mininterval=1.0)
-    for start, stop, batch in _read_batches(images, batch_size, pin=cuda):
+    batches = _read_batches(images, batch_size, pin=cuda)
+    while True:
+        t.start("read_h2d")
+        item = next(batches, None)
+        if item is None:
+            break
+        start, stop, batch = item
         batch = batch.to(device, non_blocking=True)
+        t.start("forward")
         with autocast_context(device, precision):
             res = model(batch)
+        t.start("to_host")
         packed = {
             "sketches": res["sketches"].half(),
             "children": res["children"].half(),
@@ -102,7 +113,9 @@ def encode_images(
         pending = (start, stop, host, event)
         bar.update(stop - start)
     if pending is not None:
+        t.start("to_host")
         drain(pending)
+    t.stop()
     bar.close()
     return out
 
@@ -128,10 +141,16 @@ def encode_shard(
     if len(images) != len(labels):
         raise ValueError(f"{shard_path}: {len(images)} images but {len(labels)} labels in the manifest")
     t0 = time.perf_counter()
-    out = encode_images(model, images, labels, device, precision, batch_size, progress, desc=Path(shard_path).name)
+    timer = ComponentTimer(device)
+    out = encode_images(model, images, labels, device, precision, batch_size, progress, desc=Path(shard_path).name,
+                        timer=timer)
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
+    timer.start("write")
     with atomic_path(out_path, suffix=".npz") as tmp:
         np.savez(tmp, **out)
-    return {"samples": len(images), "encode_s": seconds, "images_per_s": len(images) / max(seconds, 1e-9)}
+    timer.stop()
+    components = timer.summary()
+    return {"samples": len(images), "encode_s": seconds, "images_per_s": len(images) / max(seconds, 1e-9),
+            "write_s": components["write"]["seconds"], "components": components}

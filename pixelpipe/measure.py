@@ -3,6 +3,13 @@
 Peak host RSS is sampled over the process *and* its children (render pools,
 DataLoader workers) by a background thread, since the OS's ru_maxrss sees one
 process at a time. GPU peaks come from the caching allocator's own counters.
+
+Two host figures are kept. `peak_rss_bytes` sums psutil's RSS over the tree;
+forked workers share their parent's pages copy-on-write, so it counts those
+pages once per worker. `peak_host_bytes` is the main process's RSS plus each
+child's USS (pages only that child holds): shared pages once, and unaffected
+by unrelated processes mapping the same libraries (as PSS would be). The
+planner predicts `peak_host_bytes`; docs/reports.md explains the choice.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import psutil
 import torch
@@ -25,6 +32,20 @@ def tree_rss(proc: psutil.Process) -> int:
     for p in [proc, *proc.children(recursive=True)]:
         try:
             total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def tree_host_bytes(proc: psutil.Process) -> int:
+    """Main RSS + children's USS: physical memory the job tree holds, shared pages counted once."""
+    try:
+        total = proc.memory_info().rss
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0
+    for p in proc.children(recursive=True):
+        try:
+            total += p.memory_full_info().uss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return total
@@ -47,17 +68,22 @@ class RSSSampler(threading.Thread):
         self.interval = interval
         self.peak = tree_rss(self.proc)
         self.baseline = self.peak
+        self.peak_host = tree_host_bytes(self.proc)
         self._stop_event = threading.Event()
+
+    def sample(self) -> None:
+        self.peak = max(self.peak, tree_rss(self.proc))
+        self.peak_host = max(self.peak_host, tree_host_bytes(self.proc))
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            self.peak = max(self.peak, tree_rss(self.proc))
+            self.sample()
             self._stop_event.wait(self.interval)
 
     def stop(self) -> int:
         self._stop_event.set()
         self.join()
-        self.peak = max(self.peak, tree_rss(self.proc))
+        self.sample()
         return self.peak
 
 
@@ -65,7 +91,9 @@ class StageMeter:
     """Context manager writing `results/metrics/{rule}/{name}.json` when the stage ends."""
 
     def __init__(self, rule: str, metrics_path: str | os.PathLike | None, outputs: Iterable[str] = (),
-                 prediction: dict[str, Any] | None = None):
+                 prediction: dict[str, Any] | Callable[[], dict[str, Any] | None] | None = None):
+        """`prediction` may be a callable: it is then evaluated after the peaks are taken, so the
+        planner's own imports and meta-device models never count against the stage it predicts."""
         self.rule = rule
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.outputs = [str(o) for o in outputs]
@@ -78,6 +106,7 @@ class StageMeter:
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         self.t0 = time.perf_counter()
+        self.data["started_at"] = time.time()
         return self
 
     def record(self, **fields: Any) -> None:
@@ -90,6 +119,8 @@ class StageMeter:
         m["wall_s"] = wall
         m["peak_rss_bytes"] = peak
         m["baseline_rss_bytes"] = self.sampler.baseline
+        m["peak_host_bytes"] = self.sampler.peak_host
+        m["finished_at"] = time.time()
         if "samples" in m and wall > 0:
             m.setdefault("samples_per_s", m["samples"] / wall)
         if torch.cuda.is_available():
@@ -97,8 +128,9 @@ class StageMeter:
             m["peak_gpu_reserved_bytes"] = torch.cuda.max_memory_reserved()
             m["gpu"] = torch.cuda.get_device_name(0)
         m["disk_written_bytes"] = path_bytes(self.outputs)
-        if self.prediction is not None:
-            m["predicted"] = self.prediction
+        prediction = self.prediction() if callable(self.prediction) else self.prediction
+        if prediction is not None:
+            m["predicted"] = prediction
         m["status"] = "ok" if exc_type is None else f"failed: {exc_type.__name__}"
         if self.metrics_path and exc_type is None:
             write_json(self.metrics_path, m)

@@ -8,6 +8,7 @@ sketches for the student).
 from __future__ import annotations
 
 import csv
+import time
 import io as _io
 from pathlib import Path
 from typing import Callable
@@ -21,6 +22,7 @@ from .distill import ClassificationObjective, DistillationObjective
 from .engine import ENGINE_RUNTIME_ONLY, EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
 from .hardware import DeviceInfo, detect_device
 from .io import read_json, sha256_file, write_text
+from .parts import PartTimer
 from .model import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
 
 METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
@@ -151,20 +153,26 @@ def _train_and_save(
                       profile_dir=profile_dir, desc=role)
     log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
         f"{trainer.total_steps} steps on {info.name} ({engine.precision})")
+    # Module hooks would break torch.compile graphs; under compile use engine.profiler instead.
+    parts = PartTimer(model, device) if engine.compile == "none" else None
     result = trainer.fit()
     result.resolved.update(hardware_profile=cfg["hardware"]["profile"], device_name=info.name,
                            device_capability=list(info.capability) if info.capability else None,
                            batch_size_requested=role_cfg["train"]["batch_size"], batch_size_search=search)
+    forward_parts = parts.summary() if parts is not None else {}
     test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro))
     log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
                "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
                "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model)}
+    t_write = time.perf_counter()
     save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
                                 "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
                                 "metrics": summary})
     write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
-    return result, summary
+    # writing the outputs, next to the step components (periodic checkpoint saves are in none of them)
+    result.components["write"] = {"seconds": time.perf_counter() - t_write, "share": 0.0, "calls": 1}
+    return result, {**summary, "forward_parts": forward_parts}
 
 
 def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path, threads: int | None = None,

@@ -8,6 +8,7 @@ from pixelpipe.cache import shard_count
 from pixelpipe.config import ConfigError, resolve_config
 from pixelpipe.engine import ENGINE_RUNTIME_ONLY
 from pixelpipe.corpus import SPLITS, planned_split_sizes
+from pixelpipe.plan import DiskSpaceError, check_disk
 from pixelpipe.summary import accuracy_summary
 
 try:
@@ -17,6 +18,14 @@ except ConfigError as err:
 config.clear()
 config.update(_resolved)
 validate(config, "config.schema.yaml")
+
+# Disk preflight: refuse to start when the planner's disk peak does not fit
+# (PIXELPIPE_FREE_BYTES overrides the free-space figure, for tests).
+if config["report"]["disk_preflight"]:
+    try:
+        check_disk(config, "results")
+    except DiskSpaceError as err:
+        raise WorkflowError(f"pixelpipe: {err}") from None
 
 SPLIT_SIZES = planned_split_sizes(config["corpus"])
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
@@ -50,6 +59,17 @@ def cache_inputs(splits=SPLITS):
     files = []
     for split in splits:
         files += cache_shards(split) + [f"results/cache/{split}/manifest.json"]
+    return files
+
+
+def all_metrics_files():
+    """Every job's StageMeter JSON: what the report compares against the plan."""
+    files = ["results/metrics/corpus/all.json", "results/metrics/train_teacher/teacher.json",
+             "results/metrics/train_student/student.json"]
+    files += [f"results/metrics/render/{split}.json" for split in SPLITS]
+    for split in ENCODED_SPLITS:
+        files += [f"results/metrics/encode/{split}-{i:05d}.json" for i in range(N_SHARDS[split])]
+        files.append(f"results/metrics/consolidate/{split}.json")
     return files
 
 

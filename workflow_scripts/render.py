@@ -5,10 +5,12 @@ import pandas as pd
 
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
+from pixelpipe.plan import stage_prediction
 from pixelpipe.render import RenderSettings, render_split
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("render", sm.output.metrics, [*sm.output.shards, sm.output.manifest]) as meter:
+with stage_log(sm.log[0]) as log, StageMeter("render", sm.output.metrics, [*sm.output.shards, sm.output.manifest],
+                                                       prediction=lambda: stage_prediction(sm.config, "render", sm.params.split)) as meter:
     df = pd.read_parquet(sm.input.corpus)
     settings = RenderSettings.from_config({**sm.params.render, "seed": sm.params.seed})
     manifest = render_split(df["text"].tolist(), df["label"].tolist(), df["id"].tolist(), settings,

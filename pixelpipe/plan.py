@@ -1,0 +1,613 @@
+"""The resource planner: what every stage will need, from the config and corpus size alone.
+
+Before anything runs, it predicts per stage the peak host RAM, the bytes
+written to disk, the peak GPU memory of training (when the device is CUDA)
+and the wall time where a throughput figure is known. StageMeter stores the
+prediction beside the measurement, the report compares them, the disk
+preflight in rules/common.smk refuses a run whose disk peak does not fit, and
+the batch-size finder can ask `predict_train_memory` before trying a batch.
+
+Disk is exact arithmetic (npy/npz/safetensors headers included); JSON/CSV
+side files and parquet are estimates. Host RAM is a calibrated fixed term per
+process type plus analytic terms; see HOST_* below for how each was measured.
+`python -m pixelpipe.plan --config config.yaml` prints the plan as a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cache import shard_count
+from .model import EncoderConfig, flops_per_sample
+
+SPLITS = ("train", "val", "test")
+
+MB = 1 << 20
+
+# ---- calibration constants (host RAM, bytes) -------------------------------------------------
+# Measured on the 2-core CPU dev machine (torch 2.13 CPU, Python 3.11) as `baseline_rss_bytes`
+# (RSS when StageMeter starts, after the stage script's imports) in results/metrics/*.json of the
+# tiny and default configs; they agree within ~1 MB across configs and jobs.
+HOST_BASELINE = {
+    "corpus": 332_800_000,  # torch + pandas + pyarrow + Faker + PIL
+    "render": 322_500_000,  # torch + pandas + pyarrow + PIL
+    "torch": 240_000_000,  # train_teacher / encode / train_student: torch + numpy + safetensors + the model code
+    "consolidate": 239_000_000,  # torch (imported by the meter) + numpy
+}
+# What a stage adds over its baseline beyond the analytic terms below, measured as
+# peak_host - baseline - analytic terms on the tiny config (where the analytic terms are ~0):
+HOST_RUNTIME = {
+    "corpus": 36_000_000,  # Faker locale providers, pyarrow write buffers
+    "corpus_row": 2_860,  # per corpus row (DataFrame, texts, bad-row checks): (default - tiny) / (9500 - 380) rows
+    "render": 10_000_000,  # fonts, the pool's pipes and result queues
+    "render_worker": 22_000_000,  # USS of one forked render worker (pages it copies-on-write + its fonts)
+    # a worker's USS grows as it works: garbage collection and refcounts copy the parent's heap pages
+    # (~3 KB per image it renders; fitted between the default config's train and val splits), capped by that heap
+    "render_worker_per_image": 3_000,
+    "render_worker_max": 90_000_000,
+    "train": 105_400_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
+    "encode": 21_000_000,  # inference-mode kernels, first-use allocations
+    "consolidate": 100_000,
+}
+# On CPU, RSS grows by more than the saved activations: forward temporaries, gradient buffers in backward
+# and blocks glibc keeps in its arenas. Measured RSS growth per sample of a training step of the default
+# teacher (batch 32/64/128, 2 threads) over the predicted activations + workspace: 1.42/1.42/1.31.
+CPU_TRAIN_TRANSIENT = 1.38
+# Inference holds no saved tensors, only the live temporaries of one block; measured RSS growth per image of
+# the default teacher (batch 64/256/512) is 1.5x one core call's activation bytes.
+CPU_INFER_FACTOR = 1.5
+# CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
+CUDA_RESERVED_OVERHEAD = 1.10
+# Parquet of the built-in corpus: bytes per row per character (UTF-8 of 19 scripts, snappy) and fixed bytes.
+# Least-squares fit over the six parquet files of the tiny and default configs (residuals < 2 %).
+PARQUET_BYTES_PER_CHAR = 1.020
+PARQUET_ROW_BYTES = 20.8
+PARQUET_FILE_BYTES = 1635
+# Seconds a torch stage spends before and after its work (imports, model load, saving).
+STAGE_STARTUP_S = 3.0
+
+
+# ---- exact file sizes ------------------------------------------------------------------------
+def npy_header_bytes(shape: tuple[int, ...], dtype: Any) -> int:
+    """Header bytes np.save writes for an array of `shape` and `dtype` (format 1.0, 64-byte aligned)."""
+    buf = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(buf, header)
+    return buf.tell()
+
+
+def npy_bytes(shape: tuple[int, ...], dtype: Any) -> int:
+    return npy_header_bytes(shape, dtype) + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def npz_bytes(fields: dict[str, tuple[tuple[int, ...], Any]]) -> int:
+    """Size of an uncompressed np.savez of arrays with these shapes/dtypes.
+
+    The zip framing does not depend on the data, so it is measured once on
+    zero-row arrays written to memory, then the real npy headers and data are added.
+    """
+    empty = {k: np.empty((0, *shape[1:]), dtype) for k, (shape, dtype) in fields.items()}
+    buf = io.BytesIO()
+    np.savez(buf, **empty)
+    framing = buf.tell() - sum(npy_header_bytes(a.shape, a.dtype) for a in empty.values())
+    return framing + sum(npy_bytes(shape, dtype) for shape, dtype in fields.values())
+
+
+_ST_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "uint8": "U8", "int64": "I64", "bool": "BOOL"}
+
+
+def safetensors_bytes(tensors: dict[str, tuple[tuple[int, ...], str, int]]) -> int:
+    """Size of a safetensors file: 8-byte length, JSON header padded to 8, raw data.
+
+    `tensors` maps name -> (shape, dtype name, itemsize).
+    """
+    header, offset = {}, 0
+    for name in sorted(tensors):
+        shape, dtype, itemsize = tensors[name]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize
+        header[name] = {"dtype": _ST_DTYPES.get(dtype, dtype.upper()), "shape": list(shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    n = len(json.dumps(header, separators=(",", ":")))
+    return 8 + n + (-n % 8) + offset
+
+
+def model_tensors(cfg: EncoderConfig) -> dict[str, tuple[tuple[int, ...], str, int]]:
+    """state_dict names and shapes of TRMVisionEncoder(cfg), built on the meta device (no memory)."""
+    import torch
+
+    from .model import TRMVisionEncoder
+
+    with torch.device("meta"):
+        model = TRMVisionEncoder(cfg)
+    return {k: (tuple(v.shape), str(v.dtype).removeprefix("torch."), v.element_size())
+            for k, v in model.state_dict().items()}
+
+
+# Parameters no loss reaches: the teacher trains on logits, the student on logits and sketches, so
+# children_proj gets no gradient, and AdamW creates no state for it (measured in the checkpoints).
+UNTRAINED_PARAMS = ("children_proj.",)
+
+
+def param_shapes(cfg: EncoderConfig, trained_only: bool = False) -> list[tuple[int, ...]]:
+    """Trainable parameter shapes in the order the engine's param_groups lists them."""
+    import torch
+
+    from .engine import param_groups
+    from .model import TRMVisionEncoder
+
+    with torch.device("meta"):
+        model = TRMVisionEncoder(cfg)
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [tuple(p.shape) for g in param_groups([model], 0.0) for p in g["params"]
+            if not (trained_only and names[id(p)].startswith(UNTRAINED_PARAMS))]
+
+
+# ---- memory of one training step ---------------------------------------------------------------
+def activation_bytes_per_sample(cfg: EncoderConfig, act_bytes: int = 4, activation_checkpointing: bool = False,
+                                grad_free_cycles: bool = False) -> dict[str, int]:
+    """Bytes autograd saves for backward per sample, by model part.
+
+    Counted tensor by tensor from model.py: the residual stream and LayerNorm inputs stay fp32 under
+    autocast (4 bytes); matmul inputs/outputs take `act_bytes` (2 under bf16/fp16 autocast, 4 in fp32).
+    Per block: norm1 input x, its normalised output, qkv (3D, kept by attention), attention output,
+    its contiguous copy for proj, norm2 input, its output, MLP hidden pre/post GELU; plus the stack's
+    final norm input and per-row LayerNorm/softmax statistics.
+    """
+    n, d, k = cfg.num_patches, cfg.dim, cfg.num_capsules
+    hidden = int(d * cfg.mlp_ratio)
+    a = act_bytes
+    stats = 2 * 4 * n + 4 * cfg.heads * n  # LayerNorm mean/rstd + attention logsumexp
+    block = n * (2 * d * 4 + 7 * d * a + 2 * hidden * a) + 2 * stats
+    core_call = cfg.depth * block + n * d * 4 + 2 * 4 * n
+    calls = cfg.H_cycles * (cfg.L_cycles + 1)
+    grad_calls = (cfg.L_cycles + 1) if grad_free_cycles else calls
+    if activation_checkpointing:
+        # only each core call's input is kept; one call's activations live again during recomputation
+        recursion = grad_calls * n * d * 4 + core_call
+    else:
+        recursion = grad_calls * core_call
+    pixels = cfg.channels * cfg.image_height * cfg.image_width
+    embed = pixels * 4 + (pixels * a if a != 4 else 0)
+    capsules = n * d * 4 + n * d * a + n * 2 * d * a + k * d * 4 * 8 + k * 2 * d * a * 2
+    head = k * d * 4 * 2 + k * d * 2 * a
+    return {"embed": embed, "recursion": recursion, "capsules": capsules, "head": head}
+
+
+def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision: str = "fp32",
+                         activation_checkpointing: bool = False, grad_free_cycles: bool = False,
+                         extra_params: int = 0, device: str = "cuda") -> dict[str, Any]:
+    """Peak memory of one training step of `encoder_cfg` at `micro_batch`, by component (bytes).
+
+    The batch-size finder can solve `total = budget` for the batch: everything but
+    `activations` is fixed, and activations are `per_sample_activation_bytes * micro_batch`.
+    """
+    params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg)) + extra_params
+    trained = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg, trained_only=True)) + extra_params
+    a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
+    acts = activation_bytes_per_sample(encoder_cfg, a, activation_checkpointing, grad_free_cycles)
+    per_sample = sum(acts.values())
+    n, d = encoder_cfg.num_patches, encoder_cfg.dim
+    hidden = int(d * encoder_cfg.mlp_ratio)
+    out = {
+        "weights": 4 * params,
+        "gradients": 4 * trained,
+        "optimizer_state": 8 * trained,  # AdamW exp_avg + exp_avg_sq, fp32 (none for params no loss reaches)
+        "amp_weight_copies": 2 * params if a == 2 else 0,  # autocast's per-forward low-precision weight cache
+        "activations": {k: v * micro_batch for k, v in acts.items()},
+        # backward holds the incoming and outgoing gradient of the widest tensor besides the saved ones
+        "backward_workspace": 2 * n * max(3 * d, hidden) * 4 * micro_batch,
+        "input_buffers": micro_batch * encoder_cfg.channels * encoder_cfg.image_height * encoder_cfg.image_width * 5,
+    }
+    out["per_sample_activation_bytes"] = per_sample
+    total = (out["weights"] + out["gradients"] + out["optimizer_state"] + out["amp_weight_copies"]
+             + sum(out["activations"].values()) + out["backward_workspace"] + out["input_buffers"])
+    if device == "cuda":
+        overhead = int(total * (CUDA_RESERVED_OVERHEAD - 1))
+    else:
+        overhead = int((sum(out["activations"].values()) + out["backward_workspace"]) * (CPU_TRAIN_TRANSIENT - 1))
+    out["allocated_peak"] = total
+    out["allocator_overhead"] = overhead
+    out["reserved_peak"] = total + overhead
+    out["parameters"] = params
+    out["trained_parameters"] = trained
+    return out
+
+
+def predict_inference_memory(encoder_cfg: EncoderConfig, batch: int, precision: str = "fp32",
+                             device: str = "cuda") -> int:
+    """Peak bytes of one inference forward: weights plus the live temporaries of about one core call."""
+    params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg))
+    a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
+    one_call = activation_bytes_per_sample(EncoderConfig(**{**encoder_cfg.to_dict(), "H_cycles": 1, "L_cycles": 0}), a)
+    live = batch * CPU_INFER_FACTOR * one_call["recursion"]
+    return int(4 * params + live)
+
+
+# ---- the plan ---------------------------------------------------------------------------------
+@dataclass
+class StagePlan:
+    rule: str
+    name: str
+    peak_host_bytes: int
+    disk_written_bytes: int
+    wall_s: float | None = None
+    peak_gpu_allocated_bytes: int | None = None
+    peak_gpu_reserved_bytes: int | None = None
+    checkpoint_bytes: int | None = None
+    samples: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule}/{self.name}"
+
+    def prediction(self) -> dict[str, Any]:
+        """The `predicted` block StageMeter stores beside the measurement."""
+        d = {k: v for k, v in asdict(self).items() if v is not None and k not in ("rule", "name")}
+        d["source"] = "pixelpipe.plan (analytic, before the stage ran)"
+        return d
+
+
+def _num_classes(corpus_cfg: dict) -> int:
+    from .corpus import DEFAULT_LOCALES
+
+    if corpus_cfg.get("path") is None:
+        return len({loc.split("_")[0] for loc in DEFAULT_LOCALES})
+    try:
+        from .corpus import _read
+
+        return int(_read(Path(corpus_cfg["path"]), [corpus_cfg["label_column"]])[corpus_cfg["label_column"]].nunique())
+    except Exception:  # the corpus rule will report the real problem
+        return 19
+
+
+def _encoder(cfg: dict, role: str, num_classes: int) -> EncoderConfig:
+    r = cfg["render"]
+    return EncoderConfig(image_height=r["height"], image_width=r["width"], channels=r["channels"],
+                         num_classes=num_classes, **cfg[role]["model"])
+
+
+def _json_len(obj: Any) -> int:
+    return len(json.dumps(obj, indent=2) + "\n")
+
+
+def _render_manifest_bytes(cfg: dict, n: int, n_shards: int, shard_size: int, num_classes: int) -> int:
+    from .render import RenderSettings
+
+    settings = RenderSettings.from_config(cfg["render"], seed=cfg["seed"]).to_dict()
+    shards = []
+    for s in range(n_shards):
+        lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
+        shards.append({"file": f"shard-{s:05d}.npy", "count": hi - lo, "sha256": "0" * 64,
+                       "labels": [i % num_classes for i in range(lo, hi)], "ids": [f"row-{i:06d}" for i in range(lo, hi)]})
+    return _json_len({"format": "pixelpipe.cache/1", "render": settings, "layout_engine": "raqm", "shard_size": shard_size,
+                      "count": n, "overflow": 0, "shards": shards, "images_per_s": 1234.5})
+
+
+def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> int:
+    from .render import RenderSettings
+
+    extra = {"teacher": {"test_accuracy": 0.123456789, "sha256": "0" * 64}} if role == "student" else {}
+    resolved = {"engine": {k: v for k, v in cfg["engine"].items()}, "train": dict(cfg[role]["train"]),
+                "micro_batch": 64, "grad_accum_steps": 1, "oom_fallbacks": 0, "steps_per_epoch": 100,
+                "total_steps": 100}
+    metrics = {k: 0.123456789012345 for k in ("test_accuracy", "test_loss", "final_val_accuracy", "train_wall_s")}
+    return _json_len({"encoder": enc.to_dict(), "labels": ["xx"] * labels,
+                      "render": RenderSettings.from_config(cfg["render"], seed=cfg["seed"]).to_dict(), **extra,
+                      "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
+                      "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}})
+
+
+def _metrics_csv_bytes(epochs: float) -> int:
+    rows = math.ceil(epochs) * 2 + 1
+    return 46 + rows * 75
+
+
+def _checkpoint_bytes(enc: EncoderConfig, extra_tensors: dict[str, tuple], epochs: float) -> int:
+    import torch
+
+    tensors = {f"model.{k}": v for k, v in model_tensors(enc).items()}
+    tensors.update({f"objective.{k}": v for k, v in extra_tensors.items()})
+    shapes = param_shapes(enc, trained_only=True) + [v[0] for v in extra_tensors.values()]
+    for i, s in enumerate(shapes):
+        tensors[f"optimizer.{i}.exp_avg"] = (s, "float32", 4)
+        tensors[f"optimizer.{i}.exp_avg_sq"] = (s, "float32", 4)
+        tensors[f"optimizer.{i}.step"] = ((), "float32", 4)
+    tensors["rng.torch"] = ((torch.get_rng_state().numel(),), "uint8", 1)
+    # step-N.json (indent 2): fixed keys, one line per param index, one history row per epoch;
+    # fitted on the tiny config's teacher and student checkpoints
+    json_part = 1230 + 14 * (len(param_shapes(enc)) + len(extra_tensors)) + 240 * math.ceil(epochs)
+    return safetensors_bytes(tensors) + json_part
+
+
+run_fingerprint_placeholder = "0" * 16  # train.run_fingerprint: 16 hex digits
+
+
+def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
+    bs = tcfg["batch_size"] if tcfg["batch_size"] != "auto" else 64
+    steps_per_epoch = max(1, n_train // bs)
+    return bs, max(1, round(tcfg["epochs"] * steps_per_epoch))
+
+
+def plan_workflow(cfg: dict) -> dict[str, Any]:
+    """Every stage's prediction plus the disk totals; `cfg` is a resolved config."""
+    from .corpus import planned_split_sizes  # pandas/pyarrow/Faker: imported only when planning
+    sizes = planned_split_sizes(cfg["corpus"])
+    shard_size = cfg["render"]["shard_size"]
+    r = cfg["render"]
+    pixels = r["channels"] * r["height"] * r["width"]
+    classes = _num_classes(cfg["corpus"])
+    teacher = _encoder(cfg, "teacher", classes)
+    student = _encoder(cfg, "student", classes)
+    report = cfg.get("report", {})
+    gflops = report.get("cpu_gflops", 10.0)
+    cuda = cfg["hardware"]["profile"] != "cpu"
+    if cuda:
+        tflops = report.get("gpu_tflops")
+        gflops = tflops * 1000 if tflops else None
+    precision = cfg["engine"]["precision"] if cuda else "fp32"
+    stages: list[StagePlan] = []
+
+    # corpus
+    n_all = sum(sizes.values())
+    avg_chars = (cfg["corpus"]["min_chars"] + cfg["corpus"]["max_chars"]) / 2
+    parquet = sum(PARQUET_FILE_BYTES + n * (avg_chars * PARQUET_BYTES_PER_CHAR + PARQUET_ROW_BYTES) for n in sizes.values())
+    labels_json = 200 + classes * 30
+    stages.append(StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + n_all * HOST_RUNTIME["corpus_row"],
+                            int(parquet + labels_json), samples=n_all,
+                            detail={"disk": {"parquet (estimate)": int(parquet), "labels.json": labels_json}}))
+
+    # render
+    cache_bytes = 0
+    for split in SPLITS:
+        n = sizes[split]
+        n_sh = shard_count(n, shard_size)
+        shard_files = [npy_bytes((min(shard_size, max(0, n - s * shard_size)), r["channels"], r["height"], r["width"]), np.uint8)
+                       for s in range(n_sh)]
+        manifest = _render_manifest_bytes(cfg, n, n_sh, shard_size, classes)
+        disk = sum(shard_files) + manifest
+        cache_bytes += sum(shard_files)
+        workers = r["workers"] if n_sh * shard_size > 1 and r["workers"] > 1 else 0
+        chunk = max(1, min(256, shard_size, math.ceil(max(n, 1) / (4 * max(1, r["workers"])))))
+        host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
+                "shard buffer": min(n, shard_size) * pixels,
+                "chunks in flight": 2 * max(1, workers) * chunk * pixels,
+                "workers (USS)": workers * min(HOST_RUNTIME["render_worker_max"], HOST_RUNTIME["render_worker"]
+                                               + HOST_RUNTIME["render_worker_per_image"] * n // max(1, workers))}
+        stages.append(StagePlan(f"render", split, sum(host.values()), disk, samples=n,
+                                detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
+
+    # teacher
+    def train_stage(role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict, keep: int,
+                    every: int) -> tuple[StagePlan, int]:
+        tcfg = cfg[role]["train"]
+        bs, steps = _train_steps(sizes["train"], tcfg)
+        micro = bs // cfg["engine"]["grad_accum_steps"]
+        extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())
+        mem_cpu = predict_train_memory(enc, micro, "fp32", cfg["engine"]["activation_checkpointing"],
+                                       cfg["engine"]["grad_free_cycles"], extra_params, device="cpu")
+        eval_batch = max(64, micro)
+        host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["train"],
+                "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
+                "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
+                + mem_cpu["allocator_overhead"],
+                "cache pages (mmap, all splits)": cache_bytes, **extra_host,
+                "loader workers (USS)": cfg["engine"]["num_workers"] * HOST_RUNTIME["render_worker"]}
+        if cuda:  # training state lives on the GPU; the host holds the loader and the maps
+            host["weights+grads+optimizer"] = mem_cpu["weights"]
+            host["activations"] = 0
+        host["eval forward"] = 0 if cuda else max(0, predict_inference_memory(enc, eval_batch, device="cpu") - mem_cpu["weights"] - host["activations"])
+        host = {k: int(v) for k, v in host.items()}
+        model_file = safetensors_bytes(model_tensors(enc))
+        cfg_json = _model_config_bytes(cfg, role, enc, classes)
+        csv = _metrics_csv_bytes(tcfg["epochs"])
+        ckpt = _checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
+        flops = flops_per_sample(enc)
+        samples = steps * bs
+        wall = None
+        if gflops:
+            evals = sizes["val"] * math.ceil(tcfg["epochs"]) + sizes["test"]
+            wall = STAGE_STARTUP_S + (3 * flops * samples + flops * evals) / (gflops * 1e9)
+        saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
+        left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
+        sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
+                       checkpoint_bytes=left,
+                       detail={"host": host, "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
+                                                      "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
+                               "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "flops_per_sample": flops})
+        if cuda:
+            g = predict_train_memory(enc, micro, precision, cfg["engine"]["activation_checkpointing"],
+                                     cfg["engine"]["grad_free_cycles"], extra_params, device="cuda")
+            sp.peak_gpu_allocated_bytes, sp.peak_gpu_reserved_bytes = g["allocated_peak"], g["reserved_peak"]
+            sp.detail["train_memory"] = g
+        return sp, ckpt
+
+    # train.train_teacher keeps 1 checkpoint every 200 steps; the student's come from its config
+    t_stage, t_ckpt = train_stage("teacher", teacher, {}, {}, keep=1, every=200)
+    stages.append(t_stage)
+
+    # encode (one job per shard) and consolidate (one per split)
+    k = teacher.num_capsules
+    def enc_fields(n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+        return {"sketches": ((n, k, teacher.dim), np.float16), "children": ((n, k, teacher.num_children, teacher.dim), np.float16),
+                "checksums": ((n, k, teacher.checksum_bits // 8), np.uint8), "logits": ((n, classes), np.float32),
+                "labels": ((n,), np.int64)}
+    out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in enc_fields(1).values())
+    encoded_peak = dataset_bytes = 0
+    teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
+    eb = cfg["encode"]["batch_size"]
+    for split in cfg["encode"]["splits"]:
+        n = sizes[split]
+        n_sh = shard_count(n, shard_size)
+        split_encoded = 0
+        for s in range(n_sh):
+            m = min(shard_size, max(0, n - s * shard_size))
+            disk = npz_bytes(enc_fields(m))
+            split_encoded += disk
+            live = predict_inference_memory(teacher, min(eb, max(m, 1)), precision, "cuda" if cuda else "cpu")
+            host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["encode"],
+                    "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
+                    "shard pages (mmap)": m * pixels, "batch forward": 0 if cuda else live - 4 * teacher_params}
+            wall = STAGE_STARTUP_S + m * flops_per_sample(teacher) / (gflops * 1e9) if gflops else None
+            sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk, wall_s=wall, samples=m,
+                           detail={"host": host})
+            if cuda:
+                sp.peak_gpu_allocated_bytes = int(live)
+                sp.peak_gpu_reserved_bytes = int(live * CUDA_RESERVED_OVERHEAD)
+            stages.append(sp)
+        encoded_peak += split_encoded
+        arrays = sum(npy_bytes(shape, dt) for shape, dt in enc_fields(n).values())
+        manifest = _json_len({"format": "pixelpipe.dataset/1", "count": n,
+                              "shards": [f"results/encoded/{split}/shard-{s:05d}.npz" for s in range(n_sh)],
+                              "shard_counts": [shard_size] * n_sh,
+                              "fields": {f: {"file": f"{f}.npy", "shape": list(shape), "dtype": np.dtype(dt).name,
+                                             "sha256": "0" * 64} for f, (shape, dt) in enc_fields(n).items()}})
+        dataset_bytes += arrays
+        biggest_field = max(int(np.prod(shape[1:])) * np.dtype(dt).itemsize for shape, dt in enc_fields(1).values())
+        host = {"baseline": HOST_BASELINE["consolidate"], "runtime": HOST_RUNTIME["consolidate"],
+                "written pages (mmap)": arrays, "one field of one shard": min(n, shard_size) * biggest_field}
+        stages.append(StagePlan("consolidate", split, int(sum(host.values())), arrays + manifest, samples=n,
+                                detail={"host": host, "disk": {"arrays": arrays, "manifest (estimate)": manifest}}))
+
+    # student: adapter from student to teacher width; teacher logits+sketches memory-mapped
+    adapter = {"adapter.weight": ((teacher.dim, student.dim), "float32", 4), "adapter.bias": ((teacher.dim,), "float32", 4)}
+    teacher_maps = sizes["train"] * (classes * 4 + k * teacher.dim * 2)
+    ck = cfg["student"]["checkpoint"]
+    s_stage, s_ckpt = train_stage("student", student, adapter, {"teacher outputs (mmap)": teacher_maps},
+                                  keep=ck["keep_last"], every=ck["every_steps"])
+    stages.append(s_stage)
+
+    disk_totals = {
+        "corpus": stages[0].disk_written_bytes,
+        "cache": sum(s.disk_written_bytes for s in stages if s.rule == "render"),
+        "teacher": t_stage.disk_written_bytes + t_ckpt,
+        "encoded shards (temp, at their peak)": encoded_peak,
+        "consolidated dataset": sum(s.disk_written_bytes for s in stages if s.rule == "consolidate"),
+        # keep_last checkpoints, plus the new one written before rotation deletes the oldest
+        "student checkpoints (peak)": (cfg["student"]["checkpoint"]["keep_last"] + 1) * s_ckpt,
+        "student": s_stage.disk_written_bytes,
+    }
+    # Encoded shards are deleted split by split as each consolidates; counting them all next to
+    # every dataset makes this an upper bound on the DAG's disk peak, whatever the job order.
+    disk_peak = sum(disk_totals.values())
+    return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
+            "disk": disk_totals, "disk_peak_bytes": disk_peak,
+            "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp, at their peak)"]
+            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * s_ckpt,
+            "device": "cuda" if cuda else "cpu", "precision": precision,
+            "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
+                            "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
+
+
+def stage_prediction(cfg: dict, rule: str, name: str) -> dict[str, Any] | None:
+    """The prediction for one job (what its StageMeter stores); None if the plan has no such stage."""
+    try:
+        plan = plan_workflow(cfg)
+    except Exception as err:  # a planner bug must never fail a stage
+        return {"error": f"{type(err).__name__}: {err}"}
+    for s in plan["stages"]:
+        if s["rule"] == rule and s["name"] == name:
+            return {k: v for k, v in s.items() if k not in ("rule", "name", "key")}
+    return None
+
+
+# ---- disk preflight -----------------------------------------------------------------------------
+class DiskSpaceError(RuntimeError):
+    """The predicted disk peak does not fit the free space of the results filesystem."""
+
+
+FREE_BYTES_ENV = "PIXELPIPE_FREE_BYTES"
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free bytes where `path` will live ($PIXELPIPE_FREE_BYTES overrides, for tests)."""
+    if os.environ.get(FREE_BYTES_ENV):
+        return int(float(os.environ[FREE_BYTES_ENV]))
+    p = Path(path).resolve()
+    while not p.exists():
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None) -> dict[str, int]:
+    """Raise DiskSpaceError if the plan's disk peak exceeds the free space; return both numbers."""
+    plan = plan_workflow(cfg)
+    need = plan["disk_peak_bytes"]
+    if Path(results_dir).exists():  # what is already there is counted in the peak: do not ask for it twice
+        from .measure import path_bytes
+
+        need = max(0, need - path_bytes([results_dir]))
+    have = free if free is not None else free_bytes(results_dir)
+    if need > have:
+        raise DiskSpaceError(
+            f"predicted disk peak {fmt_bytes(need)} ({need} bytes) exceeds the {fmt_bytes(have)} ({have} bytes) free "
+            f"on the filesystem of '{results_dir}'; free space, shrink corpus.num_samples / render size, or point "
+            f"results elsewhere ({FREE_BYTES_ENV} overrides the free-space figure)")
+    return {"need": need, "free": have}
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def format_plan(plan: dict) -> str:
+    """The plan as a Markdown table (what `python -m pixelpipe.plan` prints)."""
+    gpu = any(s.get("peak_gpu_allocated_bytes") for s in plan["stages"])
+    head = ["stage", "samples", "peak host RAM", "disk written", "time"] + (["peak GPU alloc", "peak GPU reserved"] if gpu else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in plan["stages"]:
+        row = [s["key"], str(s.get("samples", "")), fmt_bytes(s["peak_host_bytes"]), fmt_bytes(s["disk_written_bytes"]),
+               f"{s['wall_s']:.1f} s" if s.get("wall_s") else "-"]
+        if gpu:
+            row += [fmt_bytes(s.get("peak_gpu_allocated_bytes")), fmt_bytes(s.get("peak_gpu_reserved_bytes"))]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "| disk | bytes |", "|---|---|"]
+    lines += [f"| {k} | {fmt_bytes(v)} |" for k, v in plan["disk"].items()]
+    lines.append(f"| **peak (upper bound)** | **{fmt_bytes(plan['disk_peak_bytes'])}** |")
+    lines.append(f"| after the run | {fmt_bytes(plan['disk_final_bytes'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError, load_config
+
+    ap = argparse.ArgumentParser(prog="python -m pixelpipe.plan", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=None, help="config YAML (default: schema defaults)")
+    ap.add_argument("--json", action="store_true", help="print the full plan as JSON")
+    ap.add_argument("--results", default="results", help="results directory for the disk check")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as err:
+        print(f"pixelpipe: {err}", file=sys.stderr)
+        return 2
+    plan = plan_workflow(cfg)
+    print(json.dumps(plan, indent=2, default=str) if args.json else format_plan(plan))
+    try:
+        check_disk(cfg, args.results)
+    except DiskSpaceError as err:
+        print(f"WARNING: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+# Reports: every stage's prediction against its measurement, time per rule, training curves.
+
+
+rule report:
+    input:
+        metrics=all_metrics_files(),
+        teacher_csv="results/teacher/metrics.csv",
+        student_csv="results/student/metrics.csv",
+    output:
+        memory_json="results/reports/memory.json",
+        time_json="results/reports/time.json",
+        memory_md=report("results/reports/memory.md", caption="../report/memory.rst", category="1. Summary"),
+        time_md=report("results/reports/time.md", caption="../report/time.rst", category="1. Summary"),
+        summary=report("results/reports/summary.md", caption="../report/summary.rst", category="1. Summary"),
+        predicted_vs_measured=report("results/reports/predicted_vs_measured.png", caption="../report/predicted_vs_measured.rst", category="2. Memory and disk"),
+        disk_over_dag=report("results/reports/disk_over_dag.png", caption="../report/disk_over_dag.rst", category="2. Memory and disk"),
+        time_per_rule=report("results/reports/time_per_rule.png", caption="../report/time_per_rule.rst", category="3. Time"),
+        train_breakdown=report("results/reports/train_breakdown.png", caption="../report/train_breakdown.rst", category="3. Time"),
+        throughput=report("results/reports/throughput.png", caption="../report/throughput.rst", category="3. Time"),
+        curves=report("results/reports/curves.png", caption="../report/curves.rst", category="4. Training"),
+    params:
+        report=config["report"],
+    log:
+        "logs/report/report.log",
+    benchmark:
+        "benchmarks/report/report.tsv"
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../workflow_scripts/report.py"
+
+
+rule benchmark_matrix:
+    output:
+        json="results/reports/benchmark.json",
+        md=report("results/reports/benchmark.md", caption="../report/benchmark.rst", category="5. Optimization matrix"),
+        png=report("results/reports/benchmark.png", caption="../report/benchmark.rst", category="5. Optimization matrix"),
+    params:
+        matrix=config["benchmark_matrix"],
+        teacher=config["teacher"],
+        render=render_params(),
+        engine=engine_params(),
+        device=config["hardware"]["device"],
+    threads: 2
+    resources:
+        gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
+    log:
+        "logs/benchmark_matrix/benchmark.log",
+    benchmark:
+        "benchmarks/benchmark_matrix/benchmark.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/benchmark_matrix.py"

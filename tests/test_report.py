@@ -1,0 +1,128 @@
+"""The reports: every stage in memory/time reports, errors computed, plots written;
+the optimization matrix's variant list and one measured variant."""
+
+from __future__ import annotations
+
+import pytest
+
+from pixelpipe.bench import benchmark_markdown, build_matrix, run_one
+from pixelpipe.config import load_config
+from pixelpipe.io import read_json, write_json
+from pixelpipe.plan import plan_workflow
+from pixelpipe.report import PLOTS, compare, err_pct, write_reports
+from tests.tiny_workflow import TINY, tiny_workdir
+
+REPORT_FILES = ["memory.json", "memory.md", "time.json", "time.md", "summary.md", *PLOTS]
+
+
+@pytest.fixture(scope="module")
+def tiny_cfg():
+    return load_config(TINY)
+
+
+@pytest.fixture()
+def fake_results(tmp_path, tiny_cfg):
+    """A results tree whose metrics are the plan scaled by known factors (no workflow run needed)."""
+    results = tmp_path / "results"
+    for i, s in enumerate(plan_workflow(tiny_cfg)["stages"]):
+        m = {"rule": s["rule"], "wall_s": 1.0 + i, "samples": s["samples"], "samples_per_s": s["samples"] / (1.0 + i),
+             "peak_host_bytes": int(s["peak_host_bytes"] / 1.25), "disk_written_bytes": s["disk_written_bytes"],
+             "started_at": 100.0 + i, "finished_at": 101.0 + i, "predicted": {k: v for k, v in s.items() if k not in ("rule", "name", "key")}}
+        if s["rule"].startswith("train_"):
+            m["components"] = {c: {"seconds": 0.1, "share": 0.2, "calls": 3} for c in ("data_wait", "forward", "backward", "optimizer", "h2d_augment")}
+            m["forward_parts"] = {p: {"seconds": 0.02, "share": 0.25, "calls": 3} for p in ("embed", "recursion", "capsules", "head")}
+        write_json(results / "metrics" / s["rule"] / f"{s['name']}.json", m)
+    for role in ("teacher", "student"):
+        (results / role).mkdir(parents=True)
+        (results / role / "metrics.csv").write_text("epoch,step,split,loss,accuracy,lr,samples_per_s\n"
+                                                    "1,9,train,2.9,,0.003,100\n1,9,val,2.8,0.1,,\n1,9,test,2.8,0.12,,\n")
+    return results
+
+
+def test_err_pct():
+    assert err_pct(110, 100) == pytest.approx(10.0)
+    assert err_pct(None, 100) is None and err_pct(5, 0) is None
+
+
+def test_reports_from_metrics(fake_results, tiny_cfg, tmp_path):
+    out = tmp_path / "reports"
+    res = write_reports(fake_results, tiny_cfg, out, root=tmp_path)
+    for f in REPORT_FILES:
+        assert (out / f).stat().st_size > 0, f
+    mem = read_json(out / "memory.json")
+    keys = {s["key"] for s in mem["stages"]}
+    assert keys == {s["key"] for s in plan_workflow(tiny_cfg)["stages"]}
+    for s in mem["stages"]:
+        host = s["resources"]["peak_host_bytes"]
+        assert host["error_pct"] == pytest.approx(25.0, abs=0.01)  # measured = predicted / 1.25
+        assert s["resources"]["disk_written_bytes"]["error_pct"] == pytest.approx(0.0, abs=1e-9)
+    md = (out / "memory.md").read_text()
+    assert md.count("| +25.0 % ⚠ |") == len(keys)  # flagged: outside ±15 %
+    time_md = (out / "time.md").read_text()
+    assert "forward by model part" in time_md and "| recursion |" in time_md
+    assert "Largest prediction error" in (out / "summary.md").read_text()
+    # encoded shards leave the disk when their split consolidates
+    disk = mem["disk_over_dag"]
+    i = next(i for i, d in enumerate(disk) if d["after"] == "consolidate/train")
+    assert disk[i]["predicted_bytes"] < disk[i - 1]["predicted_bytes"]
+    assert res["rows"]
+
+
+def test_predicted_block_wins_over_replanning(fake_results, tiny_cfg):
+    p = fake_results / "metrics" / "corpus" / "all.json"
+    m = read_json(p)
+    m["predicted"]["peak_host_bytes"] = m["peak_host_bytes"] * 2
+    write_json(p, m)
+    from pixelpipe.report import load_metrics
+
+    rows = compare(load_metrics(fake_results), plan_workflow(tiny_cfg))
+    corpus = next(r for r in rows if r["key"] == "corpus/all")
+    assert corpus["resources"]["peak_host_bytes"]["error_pct"] == pytest.approx(100.0)
+
+
+def test_benchmark_matrix_on_cpu_skips_with_reasons(tiny_cfg):
+    specs = build_matrix(tiny_cfg, "cpu")
+    by = {s["name"]: s for s in specs}
+    assert "fp32" in by["amp"]["skipped"]
+    assert "cpu_compile" in by["compile"]["skipped"]
+    assert by["baseline"]["skipped"] is None and by["channels_last"]["engine"]["channels_last"]
+    assert by["accumulation x2"]["engine"]["grad_accum_steps"] == 2
+    assert {"baseline, batch 16", "baseline, batch 64"} <= set(by)
+    cuda = {s["name"]: s for s in build_matrix(tiny_cfg, "cuda", (8, 0))}
+    assert cuda["amp (bf16)"]["skipped"] is None and cuda["compile"]["skipped"] is None
+
+
+def test_benchmark_variant_measures_the_engine_step(tiny_cfg):
+    cfg = {**tiny_cfg, "benchmark_matrix": {**tiny_cfg["benchmark_matrix"], "steps": 2, "warmup_steps": 1}}
+    spec = next(s for s in build_matrix(cfg, "cpu") if s["name"] == "accumulation x2")
+    r = run_one(cfg, spec, threads=1)
+    assert r["samples_per_s"] > 0 and r["peak_host_bytes"] > 100e6
+    assert (r["micro_batch"], r["accum"]) == (16, 2)
+    md = benchmark_markdown({"machine": "m", "device": "cpu", "teacher": {}, "image": [1, 16, 64], "steps": 2,
+                             "warmup_steps": 1, "variants": [{**spec, **r, "speedup": 1.0},
+                                                             {"name": "amp", "skipped": "AMP on CPU: fp32"}]})
+    assert "accumulation x2" in md and "skipped: AMP on CPU" in md
+
+
+@pytest.mark.slow
+def test_tiny_workflow_writes_reports_with_every_stage(tmp_path_factory):
+    workdir = tiny_workdir(tmp_path_factory)
+    out = workdir / "results" / "reports"
+    for f in REPORT_FILES:
+        assert (out / f).stat().st_size > 0, f
+    jobs = {f"{p.parent.name}/{p.stem}" for p in (workdir / "results" / "metrics").glob("*/*.json")}
+    assert len(jobs) == 14
+    mem, tim = read_json(out / "memory.json"), read_json(out / "time.json")
+    assert {s["key"] for s in mem["stages"]} == jobs == {s["key"] for s in tim["stages"]}
+    md = (out / "memory.md").read_text() + (out / "time.md").read_text()
+    for job in jobs:
+        assert f"| {job} |" in md
+    for s in mem["stages"]:  # measured and predicted side by side, for host RAM and disk
+        for res in ("peak_host_bytes", "disk_written_bytes"):
+            assert s["resources"][res]["measured"] > 0 and s["resources"][res]["predicted"] > 0
+    train = next(s for s in tim["stages"] if s["key"] == "train_teacher/teacher")
+    assert {"data_wait", "forward", "backward", "optimizer"} <= set(train["components"])
+    assert set(train["forward_parts"]) == {"embed", "recursion", "capsules", "head"}
+    enc = next(s for s in tim["stages"] if s["rule"] == "encode")
+    assert "write" in enc["components"]
+    assert train["snakemake_benchmark"]["s"] > 0  # Snakemake's own benchmark TSV is read too
