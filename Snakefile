@@ -16,12 +16,14 @@ include: "rules/render.smk"
 include: "rules/teacher.smk"
 include: "rules/encode.smk"
 include: "rules/student.smk"
+include: "rules/deploy.smk"
 
 
 rule all:
     default_target: True
     input:
         STUDENT_FILES,
+        DEPLOY_FILES,
 
 
 rule train:
