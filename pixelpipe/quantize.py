@@ -90,6 +90,7 @@ class QuantizeSettings:
     weight_type: str = "int8"
     op_types: tuple[str, ...] = ("Conv", "MatMul", "Gemm")
     reduce_range: bool = False
+    activation_matmuls: bool = False
     max_accuracy_drop: float = 1.0  # points
 
     @classmethod
@@ -98,6 +99,22 @@ class QuantizeSettings:
         if "op_types" in kw:
             kw["op_types"] = tuple(kw["op_types"])
         return cls(**kw)
+
+
+def activation_matmuls(model_path: str | os.PathLike) -> list[str]:
+    """MatMul nodes with no weight input (attention's QK^T and AV).
+
+    Quantizing them buys nothing on CPU: the matrices are tiny per head, so
+    int8 packing costs more than it saves, and their Q/DQ pairs make
+    onnxruntime turn the softmax between them into the slow QLinearSoftmax.
+    """
+    import onnx
+
+    model = onnx.load(str(model_path))
+    weights = {t.name for t in model.graph.initializer}
+    weights |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    return [n.name for n in model.graph.node
+            if n.op_type == "MatMul" and not any(i in weights for i in n.input)]
 
 
 def _qtype(name: str):
@@ -120,17 +137,20 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
         q_tmp = Path(tmp) / out_path.name
         if settings.method == "static":
             reader = CacheCalibrationReader(calibration_shards, settings.calibration_samples)
+            exclude = [] if settings.activation_matmuls else activation_matmuls(pre)
+            info["excluded_nodes"] = exclude
             quantize_static(
                 str(pre), str(q_tmp), _as_reader(reader), quant_format=QuantFormat.QDQ,
                 op_types_to_quantize=list(settings.op_types), per_channel=settings.per_channel,
                 reduce_range=settings.reduce_range, activation_type=_qtype(settings.activation_type),
-                weight_type=_qtype(settings.weight_type),
+                weight_type=_qtype(settings.weight_type), nodes_to_exclude=exclude,
                 calibrate_method={"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                                   "percentile": CalibrationMethod.Percentile}[settings.calibration_method],
             )
             info["calibration_samples_used"] = reader.used
             log(f"static QDQ quantization calibrated on {info['calibration_samples_used']} train images "
-                f"({settings.calibration_method}, per_channel={settings.per_channel})")
+                f"({settings.calibration_method}, per_channel={settings.per_channel}); "
+                f"{len(exclude)} activation-by-activation MatMul(s) left in fp32")
         elif settings.method == "dynamic":
             quantize_dynamic(str(pre), str(q_tmp), op_types_to_quantize=list(settings.op_types),
                              per_channel=settings.per_channel, reduce_range=settings.reduce_range,
