@@ -90,6 +90,31 @@ def _accuracy(run: Callable[[np.ndarray], np.ndarray], split_dir: Path, batch: i
     return {"accuracy": correct / total if total else float("nan"), "samples": total}
 
 
+def op_profile(model_path: str | os.PathLike, x: np.ndarray, threads: int, runs: int = 10) -> dict[str, Any]:
+    """Share of kernel time per ONNX op type (onnxruntime's profiler), to show what bounds the latency."""
+    import collections
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+
+    so = onnxmodel._session_options(threads)
+    so.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        so.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
+        for _ in range(runs):
+            session.run(None, {onnxmodel.INPUT_NAME: x})
+        events = json.loads(Path(session.end_profiling()).read_text())
+    per_op: collections.Counter = collections.Counter()
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            per_op[e["args"]["op_name"]] += e["dur"]
+    total = sum(per_op.values()) or 1
+    return {"kernel_ms_per_run": total / runs / 1e3,
+            "share": {op: us / total for op, us in per_op.most_common()}}
+
+
 def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx_int8: str | os.PathLike,
               test_split_dir: str | os.PathLike, batch_sizes: list[int], warmup: int, repeats: int, threads: int,
               log: Callable[[str], Any] = print) -> dict[str, Any]:
@@ -128,6 +153,9 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
             latency[form][str(b)] = _stats(times[form], b)
             log(f"batch {b:3d} {FORM_TITLES[form]:17s} median {latency[form][str(b)]['median_ms']:8.2f} ms")
     load_after = os.getloadavg()
+    b_prof = max(batch_sizes)
+    x = onnxmodel.to_input(pool[np.arange(b_prof) % len(pool)])
+    profile = {"batch": b_prof, "onnx_fp32": op_profile(onnx_fp32, x, threads), "onnx_int8": op_profile(onnx_int8, x, threads)}
     accuracy = {}
     for form in FORMS:
         accuracy[form] = _accuracy(runners[form], test_split_dir)
@@ -144,7 +172,7 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
         "cpu": cpu_info(), "threads": threads, "load_average_before": load_before, "load_average_after": load_after,
         "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
         "encoder": config["encoder"], "batch_sizes": batch_sizes, "warmup": warmup, "repeats": repeats,
-        "latency": latency, "speedup": ratios, "size_bytes": sizes, "accuracy": accuracy,
+        "latency": latency, "speedup": ratios, "op_profile": profile, "size_bytes": sizes, "accuracy": accuracy,
         "accuracy_drop_points_int8_vs_onnx_fp32": 100 * (accuracy["onnx_fp32"]["accuracy"] - accuracy["onnx_int8"]["accuracy"]),
     }
 
@@ -192,6 +220,17 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Goal at batch {g['batch']} (int8 >= 2x ONNX fp32, >= 3x torch eager, <= 1 point accuracy drop): "
                   + ("**met**" if g["met"] else "**not met**") + " — "
                   + "; ".join(f"{k}: {'yes' if v else 'no'}" for k, v in g["checks"].items()) + "."]
+    prof = report.get("op_profile")
+    if prof:
+        lines += ["", f"Where the time goes (onnxruntime profiler, batch {prof['batch']}, share of kernel time):", "",
+                  "| op (fp32) | share | op (int8) | share |", "| --- | ---: | --- | ---: |"]
+        a, b = list(prof["onnx_fp32"]["share"].items())[:8], list(prof["onnx_int8"]["share"].items())[:8]
+        for i in range(max(len(a), len(b))):
+            left = f"{a[i][0]} | {100 * a[i][1]:.1f} %" if i < len(a) else " | "
+            right = f"{b[i][0]} | {100 * b[i][1]:.1f} %" if i < len(b) else " | "
+            lines.append(f"| {left} | {right} |")
+        lines.append(f"| kernel total (profiled) | {prof['onnx_fp32']['kernel_ms_per_run']:.2f} ms | kernel total (profiled) | "
+                     f"{prof['onnx_int8']['kernel_ms_per_run']:.2f} ms |")
     enc = report["encoder"]
     lines += ["", f"Student: {enc['image_height']}x{enc['image_width']}x{enc['channels']} images, patch {enc['patch_size']}, "
               f"dim {enc['dim']}, depth {enc['depth']}, H_cycles {enc['H_cycles']}, L_cycles {enc['L_cycles']}, "

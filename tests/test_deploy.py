@@ -25,6 +25,8 @@ def test_default_target_builds_models_and_report(tiny_run):
         assert set(form) == {"1", "32"} and all(s["repeats"] == 3 and s["median_ms"] > 0 for s in form.values())
     assert report["threads"] == 1 and report["cpu"]["model"] and report["cpu"]["logical_cores"] >= 1
     assert report["size_bytes"]["onnx_int8"] < report["size_bytes"]["onnx_fp32"]
+    shares = report["op_profile"]["onnx_int8"]["share"]
+    assert shares and sum(shares.values()) == pytest.approx(1.0) and "QLinearSoftmax" not in shares
     md = (tiny_run / "reports/deploy.md").read_text()
     assert report["cpu"]["model"] in md and "1 thread(s)" in md and "| ONNX int8 | 32 |" in md
 
