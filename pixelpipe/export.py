@@ -64,6 +64,42 @@ class ParityReport:
                 f"{100 * self.max_label_mismatch:.3f} %)")
 
 
+def dedupe_initializers(model: Any) -> int:
+    """Point identical initializers at one copy; returns how many were dropped.
+
+    The recursion reuses one block several times, and the exporter folds a
+    transposed copy of its weights per call site, so the file would carry the
+    shared weights once per recursion step.
+    """
+    import hashlib
+
+    graph = model.graph
+    keep: dict[tuple, str] = {}
+    rename: dict[str, str] = {}
+    for t in list(graph.initializer):
+        if not t.raw_data:
+            continue
+        key = (t.data_type, tuple(t.dims), hashlib.sha256(t.raw_data).hexdigest())
+        if key in keep:
+            rename[t.name] = keep[key]
+        else:
+            keep[key] = t.name
+    if not rename:
+        return 0
+    kept = [t for t in graph.initializer if t.name not in rename]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in rename:
+                node.input[i] = rename[name]
+    graph_inputs = {i.name for i in graph.input}
+    kept_vi = [v for v in graph.value_info if v.name not in rename or v.name in graph_inputs]
+    del graph.value_info[:]
+    graph.value_info.extend(kept_vi)
+    return len(rename)
+
+
 def export_student(model: TRMVisionEncoder, out_path: str | os.PathLike, opset: int = MIN_OPSET,
                    metadata: dict[str, str] | None = None, log: Callable[[str], Any] = print) -> Path:
     """Write `model` as a single-file ONNX model with a dynamic batch axis; checked, metadata embedded."""
@@ -84,6 +120,7 @@ def export_student(model: TRMVisionEncoder, out_path: str | os.PathLike, opset: 
     proto = program.model_proto
     for node in proto.graph.node:  # exporter debug info (stack traces with local paths): most of the bytes
         del node.metadata_props[:]
+    dropped = dedupe_initializers(proto)
     onnxmodel.set_metadata(proto, metadata or {})
     proto.doc_string = "pixelpipe student; input " + onnxmodel.INPUT_DOC
     onnx.checker.check_model(proto, full_check=True)
@@ -92,7 +129,7 @@ def export_student(model: TRMVisionEncoder, out_path: str | os.PathLike, opset: 
         raise ValueError(f"exporter wrote opset {got}, need >= {MIN_OPSET}")
     with io.atomic_path(out_path, suffix=".onnx") as tmp:
         onnx.save(proto, str(tmp))  # small models: one self-contained file, no external data
-    log(f"exported {out_path} (opset {got}, {out_path.stat().st_size:,} bytes)")
+    log(f"exported {out_path} (opset {got}, {out_path.stat().st_size:,} bytes, {dropped} duplicate initializers shared)")
     return out_path
 
 

@@ -39,6 +39,8 @@ def test_onnx_is_valid_opset18_with_dynamic_batch(tiny_run):
     assert inp.name == "images" and inp.type.tensor_type.shape.dim[0].dim_param  # symbolic batch axis
     assert [o.name for o in model.graph.output] == ["logits", "sketches"]
     assert not any(n.metadata_props for n in model.graph.node)  # exporter stack traces stripped
+    blobs = [(t.data_type, tuple(t.dims), t.raw_data) for t in model.graph.initializer if t.raw_data]
+    assert len(blobs) == len(set(blobs))  # recursion-shared weights stored once
 
 
 def test_parity_with_torch_on_val(tiny_run):
