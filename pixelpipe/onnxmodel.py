@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -151,13 +151,3 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     e = np.exp(z)
     return e / e.sum(axis=-1, keepdims=True)
 
-
-def chunks(items: Iterable[Any], n: int) -> Iterator[list[Any]]:
-    buf: list[Any] = []
-    for it in items:
-        buf.append(it)
-        if len(buf) == n:
-            yield buf
-            buf = []
-    if buf:
-        yield buf
