@@ -17,6 +17,7 @@ include: "rules/render.smk"
 include: "rules/teacher.smk"
 include: "rules/encode.smk"
 include: "rules/student.smk"
+include: "rules/deploy.smk"
 include: "rules/report.smk"
 
 
@@ -24,6 +25,7 @@ rule all:
     default_target: True
     input:
         STUDENT_FILES,
+        DEPLOY_FILES,
         rules.report.output,
 
 

@@ -39,7 +39,7 @@ CPU_PROFILE = {
                 "train": {"batch_size": 32, "lr": 0.001}},
     "student": {"model": {"patch_size": 8, "dim": 64, "depth": 1, "heads": 4, "H_cycles": 1, "L_cycles": 2,
                           "num_capsules": 4},
-                "train": {"batch_size": 32, "lr": 0.001}},
+                "train": {"batch_size": 32, "lr": 0.001, "epochs": 3}},
 }
 
 PROFILES: dict[str, dict] = {

@@ -70,6 +70,7 @@ def all_metrics_files():
     for split in ENCODED_SPLITS:
         files += [f"results/metrics/encode/{split}-{i:05d}.json" for i in range(N_SHARDS[split])]
         files.append(f"results/metrics/consolidate/{split}.json")
+    files += [f"results/metrics/{rule}/student.json" for rule in ("export_onnx", "quantize_onnx", "deploy_benchmark")]
     return files
 
 

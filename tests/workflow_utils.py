@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
 
 
-def snakemake(workdir: Path, *args: str, overrides: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, overrides: dict | None = None, check: bool = True,
+              env: dict | None = None) -> subprocess.CompletedProcess:
     configs = [str(TINY)]
     if overrides:
         extra = workdir / "override.yaml"
@@ -22,7 +24,8 @@ def snakemake(workdir: Path, *args: str, overrides: dict | None = None, check: b
         configs.append(str(extra))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
            "--configfile", *configs, "--cores", "4", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=full_env, timeout=1200)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
