@@ -44,6 +44,9 @@ HOST_BASELINE = {
     "render": 322_500_000,  # torch + pandas + pyarrow + PIL
     "torch": 240_000_000,  # train_teacher / encode / train_student: torch + numpy + safetensors + the model code
     "consolidate": 239_000_000,  # torch (imported by the meter) + numpy
+    # export_onnx / deploy_benchmark: torch + numpy + the model code (onnx, onnxscript, onnxruntime load lazily)
+    "deploy": 238_700_000,
+    "quantize": 237_500_000,  # torch (imported by the meter) + numpy; onnx/onnxruntime load lazily
 }
 # What a stage adds over its baseline beyond the analytic terms below, measured as
 # peak_host - baseline - analytic terms on the tiny config (where the analytic terms are ~0):
@@ -59,7 +62,20 @@ HOST_RUNTIME = {
     "train": 105_400_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
     "encode": 21_000_000,  # inference-mode kernels, first-use allocations
     "consolidate": 100_000,
+    # deploy stages: one tiny run (three earlier tiny runs' peak - baseline agree within 3 MB)
+    # onnx + onnxscript + torch.export/dynamo tracing + one onnxruntime session (the parity check)
+    "export_onnx": 218_700_000,
+    # onnxruntime + its quantization tooling (pre-processing, calibration and two accuracy sessions)
+    "quantize_onnx": 90_600_000,
+    # onnxruntime, three forms' sessions and their profiled copies, thread pools
+    "deploy_benchmark": 67_600_000,
 }
+# Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
+# program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and
+# calibration-augmented protos and sessions). Fitted on ONE larger student (dim 256, depth 2, 1.9 M
+# parameters, 6.5 MB ONNX) as (its peak - the tiny peak - the other terms' growth) / the ONNX growth: an
+# estimate for large students, not checked beyond that one shape.
+ONNX_MODEL_COPIES = {"export_onnx": 2.45, "quantize_onnx": 4.25}
 # On CPU, RSS grows by more than the saved activations: forward temporaries, gradient buffers in backward
 # and blocks glibc keeps in its arenas. Measured RSS growth per sample of a training step of the default
 # teacher (batch 32/64/128, 2 threads) over the predicted activations + workspace: 1.42/1.42/1.31.
@@ -235,6 +251,55 @@ def predict_inference_memory(encoder_cfg: EncoderConfig, batch: int, precision: 
     return int(4 * params + live)
 
 
+# ---- ONNX file sizes ----------------------------------------------------------------------------
+# The exported graph computes logits and sketches only, so children_proj and checksum_planes are
+# dropped, and the exporter folds capsules.q(queries) into one [K, D] constant. The recursion's
+# shared weights are stored once (export.dedupe_initializers) and node stack traces are stripped.
+ONNX_DEAD = ("children_proj.", "checksum_planes", "capsules.q.")
+ONNX_SCALARS = 4  # float scalars the exporter adds (softmax scale, GELU constants), counted in the files
+# Graph bytes besides the float data and metadata: nodes, value_info, int64 shape constants, initializer
+# headers, Q/DQ nodes and activation scales. Least-squares fit of (fixed, per block, per block call) over
+# exports and static QDQ quantizations (64 calibration images) of 7 encoder shapes with random, all-distinct
+# weights (dim 8-64, depth 1-2, 2-12 block calls; torch 2.13, onnxruntime 1.32): residuals within 0.1-0.4 %
+# (fp32) and 0.6 % (int8) of the file. The fp32 term is exact float arithmetic in every one of them; a
+# dim 128 / depth 3 export carried 16k more floats (a folded constant), 2.8 % over this count.
+ONNX_GRAPH = {"fp32": (16_817, 2_980, 4_322), "int8": (15_199, 375, 7_949)}
+
+
+def _pb_bytes(n: int) -> int:
+    """Bytes of a length-delimited protobuf field holding `n` bytes (tag + varint length + payload)."""
+    return 1 + max(1, math.ceil(n.bit_length() / 7)) + n
+
+
+def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str]) -> dict[str, int]:
+    """Predicted sizes of the exported fp32 ONNX file and of its per-channel static QDQ int8 form.
+
+    fp32: 4 bytes per live float + metadata + graph. int8 (onnxruntime quantize_static, per channel):
+    each Conv/MatMul/Gemm weight as int8 plus an fp32 scale and an int8 zero point per output channel;
+    the Conv and Gemm biases become int32 with a scale and an int32 zero point per channel; everything
+    else stays fp32; the Q/DQ nodes and their activation scales are in the graph term.
+    """
+    from .onnxmodel import INPUT_DOC
+
+    live = {k: s for k, (s, *_) in model_tensors(enc).items() if not k.startswith(ONNX_DEAD)}
+    floats = sum(int(np.prod(s)) for s in live.values()) + enc.num_capsules * enc.dim + ONNX_SCALARS
+    weights = [s for k, s in live.items() if k.endswith(".weight") and len(s) >= 2]
+    w = sum(int(np.prod(s)) for s in weights)
+    channels = sum(s[0] for s in weights)
+    int32_bias = enc.dim + enc.num_classes  # patch_embed (Conv) and head (Gemm)
+    meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
+    meta += _pb_bytes(len(("pixelpipe student; input " + INPUT_DOC).encode()))
+    calls = enc.depth * enc.H_cycles * (enc.L_cycles + 1)
+
+    def graph(kind: str) -> int:
+        fixed, per_block, per_call = ONNX_GRAPH[kind]
+        return int(fixed + per_block * enc.depth + per_call * calls)
+
+    return {"fp32": 4 * floats + meta + graph("fp32"),
+            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + meta + graph("int8"),
+            "floats": floats, "int8_weights": w, "metadata": meta}
+
+
 # ---- the plan ---------------------------------------------------------------------------------
 @dataclass
 class StagePlan:
@@ -296,7 +361,8 @@ def _render_manifest_bytes(cfg: dict, n: int, n_shards: int, shard_size: int, nu
                       "count": n, "overflow": 0, "shards": shards, "images_per_s": 1234.5})
 
 
-def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> int:
+def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> dict[str, Any]:
+    """A stand-in for results/{role}/config.json with the real structure (labels and floats of typical length)."""
     from .render import RenderSettings
 
     extra = {"teacher": {"test_accuracy": 0.123456789, "sha256": "0" * 64}} if role == "student" else {}
@@ -304,10 +370,52 @@ def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int) -
                 "micro_batch": 64, "grad_accum_steps": 1, "oom_fallbacks": 0, "steps_per_epoch": 100,
                 "total_steps": 100}
     metrics = {k: 0.123456789012345 for k in ("test_accuracy", "test_loss", "final_val_accuracy", "train_wall_s")}
-    return _json_len({"encoder": enc.to_dict(), "labels": ["xx"] * labels,
-                      "render": RenderSettings.from_config(cfg["render"], seed=cfg["seed"]).to_dict(), **extra,
-                      "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
-                      "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}})
+    return {"encoder": enc.to_dict(), "labels": ["xx"] * labels,
+            "render": RenderSettings.from_config(cfg["render"], seed=cfg["seed"]).to_dict(), **extra,
+            "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
+            "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}}
+
+
+def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> int:
+    return _json_len(_model_config(cfg, role, enc, labels))
+
+
+def _onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int) -> dict[str, str]:
+    from .onnxmodel import metadata_entries
+
+    return metadata_entries(_model_config(cfg, "student", enc, labels), "raqm")
+
+
+# Op types onnxruntime's profiler reports for the optimized fp32 / int8 student (fused kernels included),
+# counted in the tiny config's deploy.json; they only size the report's op_profile tables.
+DEPLOY_PROFILED_OPS = (21, 23)
+
+
+def _deploy_report_bytes(cfg: dict, enc: EncoderConfig, fp32: int, int8: int, n_test: int) -> dict[str, int]:
+    """deploy.json and deploy.md of a stand-in report with the real structure and numbers of typical length."""
+    import torch
+
+    from .deploy_bench import FORMS, cpu_info, goal_check, render_markdown
+
+    dcfg = cfg["deploy_benchmark"]
+    x = 1.2345678901234567  # 17 significant digits, like most measured floats
+    bs = list(dcfg["batch_sizes"])
+    stats = {"median_ms": x, "p25_ms": x, "p75_ms": x, "min_ms": x, "max_ms": x, "repeats": dcfg["repeats"],
+             "throughput_per_s": 1234.5678901234567}
+    prof = {"kernel_ms_per_run": x}
+    report = {"cpu": cpu_info(), "threads": dcfg["threads"] or os.cpu_count(), "load_average_before": [1.2345, 1.2345, 1.2345],
+              "load_average_after": [1.2345, 1.2345, 1.2345], "versions": {"torch": torch.__version__, "onnxruntime": "1.32.0"},
+              "encoder": enc.to_dict(), "batch_sizes": bs, "warmup": dcfg["warmup"], "repeats": dcfg["repeats"],
+              "latency": {f: {str(b): stats for b in bs} for f in FORMS},
+              "speedup": {str(b): {k: x for k in ("int8_vs_onnx_fp32", "int8_vs_torch_fp32", "onnx_fp32_vs_torch_fp32")}
+                          for b in bs},
+              "op_profile": {"batch": max(bs), **{f: {**prof, "share": {f"Op{i:02d}xxxx": x / 10 for i in range(n)}}
+                                                   for f, n in zip(("onnx_fp32", "onnx_int8"), DEPLOY_PROFILED_OPS)}},
+              "size_bytes": {"torch_fp32": safetensors_bytes(model_tensors(enc)), "onnx_fp32": fp32, "onnx_int8": int8},
+              "accuracy": {f: {"accuracy": x / 10, "samples": n_test} for f in FORMS},
+              "accuracy_drop_points_int8_vs_onnx_fp32": 0.0}
+    report["goal"] = goal_check(report)
+    return {"deploy.json (estimate)": _json_len(report), "deploy.md (estimate)": len(render_markdown(report).encode())}
 
 
 def _metrics_csv_bytes(epochs: float) -> int:
@@ -489,6 +597,40 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
                                   keep=ck["keep_last"], every=ck["every_steps"])
     stages.append(s_stage)
 
+    # deploy: ONNX fp32 export (parity on the first val shard), int8 quantization, the deploy benchmark
+    dcfg = cfg["deploy_benchmark"]
+    params = sum(int(np.prod(v[0])) for v in model_tensors(student).values())
+    sizes_onnx = onnx_bytes(student, _onnx_metadata(cfg, student, classes))
+    fp32, int8 = sizes_onnx["fp32"], sizes_onnx["int8"]
+
+    def forward(batch: int) -> int:  # live temporaries of an inference forward (torch or onnxruntime)
+        return max(0, predict_inference_memory(student, max(1, batch), device="cpu") - 4 * params)
+
+    n_parity = min(shard_size, sizes["val"])
+    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["export_onnx"], "torch weights": 4 * params,
+            "model copies": ONNX_MODEL_COPIES["export_onnx"] * fp32, "val shard": n_parity * pixels,
+            "parity batch": forward(min(256, n_parity)) + min(256, n_parity) * pixels * 4}
+    host = {k: int(v) for k, v in host.items()}
+    stages.append(StagePlan("export_onnx", "student", sum(host.values()), fp32, samples=n_parity,
+                            detail={"host": host, "disk": {"student.onnx (estimate)": fp32}, "onnx": sizes_onnx}))
+    qcfg = cfg["quantize"]
+    calib = min(qcfg["calibration_samples"], sizes["train"]) if qcfg["method"] == "static" else 0
+    batch = max(min(64, calib), min(256, sizes["test"]))  # calibration batches of 64, accuracy batches of 256
+    host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
+            "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * fp32 + int8,
+            "largest batch forward": forward(batch) + batch * pixels * 4}
+    host = {k: int(v) for k, v in host.items()}
+    stages.append(StagePlan("quantize_onnx", "student", sum(host.values()), int8, samples=calib,
+                            detail={"host": host, "disk": {"student.int8.onnx (estimate)": int8}}))
+    batch = max(max(dcfg["batch_sizes"]), min(256, sizes["test"]))  # timing batches, accuracy batches of 256
+    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["deploy_benchmark"],
+            "models (torch, ONNX fp32, int8)": 4 * params + fp32 + int8, "test images": sizes["test"] * pixels,
+            "largest batch forward": forward(batch) + batch * pixels * 4}
+    host = {k: int(v) for k, v in host.items()}
+    reports = _deploy_report_bytes(cfg, student, fp32, int8, sizes["test"])
+    stages.append(StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
+                            detail={"host": host, "disk": reports}))
+
     disk_totals = {
         "corpus": stages[0].disk_written_bytes,
         "cache": sum(s.disk_written_bytes for s in stages if s.rule == "render"),
@@ -498,6 +640,9 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
         # keep_last checkpoints, plus the new one written before rotation deletes the oldest
         "student checkpoints (peak)": (cfg["student"]["checkpoint"]["keep_last"] + 1) * s_ckpt,
         "student": s_stage.disk_written_bytes,
+        "deploy (ONNX fp32 + int8, reports)": sum(s.disk_written_bytes for s in stages[-3:]),
+        # quantize_onnx's temporaries: the pre-processed fp32 model and the int8 file before it is accepted
+        "ONNX temporaries (quantize)": fp32 + int8,
     }
     # Encoded shards are deleted split by split as each consolidates; counting them all next to
     # every dataset makes this an upper bound on the DAG's disk peak, whatever the job order.
@@ -505,7 +650,8 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
     return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
             "disk": disk_totals, "disk_peak_bytes": disk_peak,
             "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp, at their peak)"]
-            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * s_ckpt,
+            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * s_ckpt
+            - disk_totals["ONNX temporaries (quantize)"],
             "device": "cuda" if cuda else "cpu", "precision": precision,
             "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
                             "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
