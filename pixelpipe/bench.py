@@ -106,18 +106,16 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
             trainer._micro_step(next(batches))
         trainer._optimizer_step()
 
-    t_compile = time.perf_counter()
-    for _ in range(warmup):
-        step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    warm_s = time.perf_counter() - t_compile
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
+    def run(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    warm_s = run(warmup)  # includes compilation when compile is on
+    wall = run(steps)
     sampler.stop()
     pred = predict_train_memory(enc, trainer.micro, engine.precision, engine.activation_checkpointing,
                                 engine.grad_free_cycles, device=device.type)

@@ -162,7 +162,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         if meta.get("layout_engine") and meta["layout_engine"] != layout_engine():
             print(f"warning: trained with Pillow layout engine {meta['layout_engine']!r}, this Pillow has "
                   f"{layout_engine()!r}; right-to-left scripts may render differently", file=sys.stderr)
-    for r in results:
+    shortest = config.get("text_length", {}).get("min_chars")
+    for i, r in enumerate(results):
+        if shortest and i < len(texts) and len(r["input"]) < shortest:  # texts come first, then images
+            print(f"warning: {r['input'][:40]!r} is shorter than every training text (at least {shortest} "
+                  f"characters); the model never saw an image this empty, so the prediction is unreliable",
+                  file=sys.stderr)
         if r["overflow"]:
             print(f"warning: {r['input'][:40]!r} does not fit the {config['render']['width']}x"
                   f"{config['render']['height']} image; only the first lines were seen", file=sys.stderr)

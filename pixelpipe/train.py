@@ -35,6 +35,12 @@ def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> 
     )
 
 
+def text_length(cfg: dict) -> dict:
+    """The text lengths the model saw, so predict can warn about inputs far outside them."""
+    c = cfg["corpus"]
+    return {"max_chars": c["max_chars"], **({"min_chars": c["min_chars"]} if c["path"] is None else {})}
+
+
 def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
     info = detect_device(cfg["hardware"]["device"])
     settings = EngineSettings.from_config(cfg["engine"], info)
@@ -190,7 +196,8 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
     return _train_and_save(
         "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
         CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=1, every_steps=200, threads=threads,
-        extra_config={"labels": labels, "render": train_split.render_settings}, log=log, engine=engine, info=info,
+        extra_config={"labels": labels, "render": train_split.render_settings, "text_length": text_length(cfg)},
+        log=log, engine=engine, info=info,
         device=device, profile_dir=profile_dir,
     )
 
@@ -219,7 +226,7 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     result, summary = _train_and_save(
         "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),
         out_dir, ckpt_dir, keep_last=ck["keep_last"], every_steps=ck["every_steps"], threads=threads,
-        extra_config={"labels": labels, "render": train_split.render_settings,
+        extra_config={"labels": labels, "render": train_split.render_settings, "text_length": text_length(cfg),
                       "teacher": {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
                                   "sha256": sha256_file(teacher_dir / "model.safetensors")}},
         log=log, engine=engine, info=info, device=device, profile_dir=profile_dir,

@@ -207,3 +207,12 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     assert np.mean([f == w for f, w in zip(fp32, want)]) >= 0.99  # fp32 ONNX predict = the torch student
     # int8 flips near-ties of this weakly trained (40 %) student: measured 89 % agreement with torch
     assert np.mean([g == w for g, w in zip(got, want)]) >= 0.8
+
+
+def test_short_text_warns_that_the_model_never_saw_it(tiny_run, capsys):
+    """Training texts are at least corpus.min_chars long; a much shorter one is out of distribution."""
+    model = str(tiny_run / "models" / "student.onnx")
+    assert run(["--model", model, "--json", "Hi", "x" * 25]) == 0
+    err = capsys.readouterr().err
+    assert "'Hi' is shorter than every training text (at least 20 characters)" in err
+    assert "'xxxxxxxxxxxxxxxxxxxxxxxxx' is shorter" not in err
