@@ -24,7 +24,7 @@ from .plan import fmt_bytes, plan_workflow
 RULE_ORDER = ["corpus", "render", "train_teacher", "encode", "consolidate", "train_student"]
 # resource -> (label, unit kind)
 RESOURCES = {
-    "peak_host_bytes": ("peak host RAM (main RSS + workers' USS)", "bytes"),
+    "peak_host_bytes": ("peak host RAM (main anonymous RSS + workers' USS)", "bytes"),
     "disk_written_bytes": ("disk written", "bytes"),
     "peak_gpu_allocated_bytes": ("peak GPU allocated", "bytes"),
     "peak_gpu_reserved_bytes": ("peak GPU reserved", "bytes"),
