@@ -174,7 +174,7 @@ def benchmark_markdown(b: dict) -> str:
              f"{b['steps']} timed steps after {b['warmup_steps']} warm-up steps, synthetic uint8 images, "
              "each variant in a fresh process. `predicted step memory` is pixelpipe.plan.predict_train_memory "
              "(weights, grads, AdamW state, activations; on CPU with the allocator transients, and without the "
-             "~350 MB a torch training process holds before its first step); every other number is measured.", "",
+             "baseline a torch training process holds before its first step); every other number is measured.", "",
              "| variant | batch | samples/s | speedup | peak host RAM | " + ("peak GPU alloc | peak GPU reserved | " if gpu else "")
              + "predicted step memory | warm-up s |",
              "|---|---|---|---|---|" + ("---|---|" if gpu else "") + "---|---|"]
