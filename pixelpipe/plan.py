@@ -514,8 +514,10 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
                 "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
                 "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
                 + mem_cpu["allocator_overhead"],
-                "cache pages (mmap, all splits)": cache_bytes, **extra_host,
                 "loader workers (USS)": cfg["engine"]["num_workers"] * HOST_RUNTIME["render_worker"]}
+        # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
+        # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
+        page_cache = {"cache pages (mmap, all splits)": cache_bytes, **extra_host}
         if cuda:  # training state lives on the GPU; the host holds the loader and the maps
             host["weights+grads+optimizer"] = mem_cpu["weights"]
             host["activations"] = 0
@@ -535,7 +537,8 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
         left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
         sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
                        checkpoint_bytes=left,
-                       detail={"host": host, "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
+                       detail={"host": host, "page_cache (not in host)": page_cache,
+                               "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
                                                       "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
                                "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "flops_per_sample": flops})
         if cuda:
@@ -570,7 +573,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
             live = predict_inference_memory(teacher, min(eb, max(m, 1)), precision, "cuda" if cuda else "cpu")
             host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["encode"],
                     "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
-                    "shard pages (mmap)": m * pixels, "batch forward": 0 if cuda else live - 4 * teacher_params}
+                    "batch forward": 0 if cuda else live - 4 * teacher_params}  # shard pages: page cache
             wall = STAGE_STARTUP_S + m * flops_per_sample(teacher) / (gflops * 1e9) if gflops else None
             sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk, wall_s=wall, samples=m,
                            detail={"host": host})
@@ -588,7 +591,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
         dataset_bytes += arrays
         biggest_field = max(int(np.prod(shape[1:])) * np.dtype(dt).itemsize for shape, dt in enc_fields(1).values())
         host = {"baseline": HOST_BASELINE["consolidate"], "runtime": HOST_RUNTIME["consolidate"],
-                "written pages (mmap)": arrays, "one field of one shard": min(n, shard_size) * biggest_field}
+                "one field of one shard": min(n, shard_size) * biggest_field}  # written memmap pages: page cache
         stages.append(StagePlan("consolidate", split, int(sum(host.values())), arrays + manifest, samples=n,
                                 detail={"host": host, "disk": {"arrays": arrays, "manifest (estimate)": manifest}}))
 
