@@ -34,6 +34,11 @@ ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_me
                        "prefetch_factor")
 
 
+def output_affecting(engine_cfg: dict) -> dict:
+    """The engine switches that can change what training produces (Snakemake params, run fingerprints)."""
+    return {k: v for k, v in engine_cfg.items() if k not in ENGINE_RUNTIME_ONLY}
+
+
 @dataclass
 class EngineSettings:
     """The `engine:` config section, resolved for one device."""

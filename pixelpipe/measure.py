@@ -28,17 +28,6 @@ import torch
 from .io import write_json
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """Resident bytes of a process and all its descendants."""
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
-
-
 def anon_rss(proc: psutil.Process) -> int:
     """Anonymous resident memory (heap, stacks, tensors), without file-backed library pages.
 
@@ -57,18 +46,24 @@ def anon_rss(proc: psutil.Process) -> int:
     return proc.memory_info().rss  # no /proc (not Linux): plain RSS
 
 
-def tree_host_bytes(proc: psutil.Process) -> int:
-    """Main process's anonymous RSS + children's USS: what the job tree allocates, shared pages once."""
+def tree_memory(proc: psutil.Process) -> tuple[int, int]:
+    """(summed RSS of the tree, host bytes) in one walk of the process tree.
+
+    Host bytes = the main process's anonymous RSS + each child's USS: what the job tree
+    allocates, shared pages counted once.
+    """
     try:
-        total = anon_rss(proc)
+        rss, host = proc.memory_info().rss, anon_rss(proc)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0
-    for p in proc.children(recursive=True):
+        return 0, 0
+    for child in proc.children(recursive=True):
         try:
-            total += p.memory_full_info().uss
+            full = child.memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
+            continue
+        rss += full.rss
+        host += full.uss
+    return rss, host
 
 
 def path_bytes(paths: Iterable[str | os.PathLike]) -> int:
@@ -86,15 +81,13 @@ class RSSSampler(threading.Thread):
         super().__init__(daemon=True)
         self.proc = psutil.Process()
         self.interval = interval
-        self.peak = tree_rss(self.proc)
-        self.baseline = self.peak
-        self.peak_host = tree_host_bytes(self.proc)
-        self.baseline_host = self.peak_host
+        self.peak, self.peak_host = tree_memory(self.proc)
+        self.baseline, self.baseline_host = self.peak, self.peak_host
         self._stop_event = threading.Event()
 
     def sample(self) -> None:
-        self.peak = max(self.peak, tree_rss(self.proc))
-        self.peak_host = max(self.peak_host, tree_host_bytes(self.proc))
+        rss, host = tree_memory(self.proc)
+        self.peak, self.peak_host = max(self.peak, rss), max(self.peak_host, host)
 
     def run(self) -> None:
         while not self._stop_event.is_set():

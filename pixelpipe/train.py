@@ -19,7 +19,7 @@ from .cache import CacheDataset, CacheSplit
 from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from .consolidate import open_dataset
 from .distill import ClassificationObjective, DistillationObjective
-from .engine import ENGINE_RUNTIME_ONLY, EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
+from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, output_affecting
 from .hardware import DeviceInfo, detect_device
 from .io import read_json, sha256_file, write_text
 from .parts import PartTimer
@@ -109,8 +109,7 @@ def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
 
     Checkpoints carry it, so a resumed run is always the same run (never another config's).
     """
-    engine = {k: v for k, v in cfg["engine"].items() if k not in ENGINE_RUNTIME_ONLY}
-    return run_fingerprint({role: cfg[role], "engine": engine, "seed": cfg["seed"],
+    return run_fingerprint({role: cfg[role], "engine": output_affecting(cfg["engine"]), "seed": cfg["seed"],
                             "data": [sha256_file(p) for p in data_files]})
 
 

@@ -6,7 +6,7 @@ from snakemake.utils import validate
 
 from pixelpipe.cache import shard_count
 from pixelpipe.config import ConfigError, resolve_config
-from pixelpipe.engine import ENGINE_RUNTIME_ONLY
+from pixelpipe.engine import output_affecting
 from pixelpipe.corpus import SPLITS, planned_split_sizes
 from pixelpipe.plan import DiskSpaceError, check_disk
 from pixelpipe.summary import accuracy_summary
@@ -29,9 +29,6 @@ if config["report"]["disk_preflight"]:
 
 SPLIT_SIZES = planned_split_sizes(config["corpus"])
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
-# Engine keys that cannot change a trained model's weights are left out of params,
-# so tuning the loader or the progress bar reruns nothing.
-# (pixelpipe.engine.ENGINE_RUNTIME_ONLY)
 ENCODED_SPLITS = config["encode"]["splits"]
 
 STUDENT_FILES = multiext("results/student/", "model.safetensors", "config.json", "metrics.csv")
@@ -75,7 +72,7 @@ def all_metrics_files():
 
 
 def engine_params():
-    return {k: v for k, v in config["engine"].items() if k not in ENGINE_RUNTIME_ONLY}
+    return output_affecting(config["engine"])
 
 
 def render_params():
