@@ -18,6 +18,7 @@ include: "rules/teacher.smk"
 include: "rules/encode.smk"
 include: "rules/student.smk"
 include: "rules/deploy.smk"
+include: "rules/baseline.smk"
 include: "rules/report.smk"
 
 
@@ -26,6 +27,8 @@ rule all:
     input:
         STUDENT_FILES,
         DEPLOY_FILES,
+        expand("results/dataset/{split}/manifest.json", split=ENCODED_SPLITS),
+        rules.baseline.output,
         rules.report.output,
 
 
@@ -37,6 +40,10 @@ rule benchmark:
 rule train:
     input:
         STUDENT_FILES,
+
+
+onstart:
+    disk_preflight()
 
 
 onsuccess:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pixelpipe.cache import CacheSplit, shard_count
+from pixelpipe.cache import CacheSplit
+from pixelpipe.corpus import shard_count
 from pixelpipe.config import deep_merge, load_config
 from pixelpipe.consolidate import consolidate
 from pixelpipe.corpus import build_corpus

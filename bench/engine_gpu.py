@@ -3,7 +3,8 @@
     PYTHONPATH=. python bench/engine_gpu.py --out DIR [--quick] [--max-autotune] [--budget-s 450]
     PYTHONPATH=. python bench/engine_gpu.py --out DIR --quick --cpu-smoke     # tiny, CPU, < 60 s
 
-Synthetic text-like uint8 images (224x224, 1 channel) are written to a
+Real glyph-aligned images of built-in-corpus texts (the h100 profile's layout:
+4 lines of 104 cells of 16x8, 64x832 pixels) are rendered to a
 memory-mapped cache shard on disk and read back through the real
 CacheDataset and a real DataLoader (workers, pinned memory); every step goes
 through the engine's own pieces (to_device, augment_batch, autocast_context,
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import shutil
 import sys
 import time
@@ -36,7 +36,6 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -45,7 +44,11 @@ from pixelpipe.batchsize import find_batch_size
 from pixelpipe.cache import CacheDataset
 from pixelpipe.distill import ClassificationObjective
 from pixelpipe.engine import EngineSettings, autocast_context, compile_model, param_groups, to_device
+from pixelpipe.config import load_config
+from pixelpipe.corpus import generate_default_corpus
 from pixelpipe.hardware import REFERENCE_TEACHER
+from pixelpipe.render import RenderSettings, render_split
+from pixelpipe.train import encoder_config
 from pixelpipe.io import write_json, write_text
 from pixelpipe.model import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample
 
@@ -91,23 +94,13 @@ def train_flops_per_sample(cfg: EncoderConfig, grad_free: bool) -> float:
 # ---- data: a real memory-mapped cache shard ---------------------------------------------------
 
 
-def write_shard(root: Path, n: int, h: int, w: int, seed: int = 0) -> Path:
-    """Text-like images (dark glyph blocks on lines, white paper) as a cache split CacheDataset reads."""
-    rng = np.random.default_rng(seed)
+def write_shard(root: Path, n: int, render: dict, chars: tuple[int, int], seed: int = 0) -> Path:
+    """n built-in-corpus texts rendered with `render` settings into a cache split CacheDataset reads."""
     split = root / "train"
-    split.mkdir(parents=True, exist_ok=True)
-    cell_h, cell_w = max(2, h // 28), max(2, w // 40)
-    cells = rng.random((n, h // cell_h, w // cell_w)) < 0.35
-    cells[:, 1::2] = False  # blank line spacing
-    ink = np.kron(cells, np.ones((cell_h, cell_w), dtype=bool))
-    images = np.full((n, 1, h, w), 255, np.uint8)
-    images[:, 0, : ink.shape[1], : ink.shape[2]][ink] = rng.integers(0, 80, size=int(ink.sum()), dtype=np.uint8)
-    np.save(split / "shard-00000.npy", images)
-    labels = rng.integers(0, NUM_CLASSES, n).tolist()
-    manifest = {"shards": [{"file": "shard-00000.npy", "count": n, "sha256": "", "labels": labels,
-                            "ids": [str(i) for i in range(n)]}],
-                "render": {"height": h, "width": w, "channels": 1}}
-    write_json(split / "manifest.json", manifest)
+    corpus = generate_default_corpus(n, *chars, seed=seed)
+    labels = [sorted(set(corpus["label"])).index(l) for l in corpus["label"]]
+    render_split(corpus["text"].tolist(), labels, corpus["id"].tolist(), RenderSettings.from_config(render),
+                 [split / "shard-00000.npy"], split / "manifest.json", shard_size=n, progress=False)
     return split
 
 
@@ -126,9 +119,6 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
     torch.backends.cudnn.benchmark = True
     if hasattr(torch, "_dynamo"):
         torch._dynamo.reset()
-    engine = EngineSettings(precision=row.precision, compile=row.compile, channels_last=row.channels_last,
-                            activation_checkpointing=row.activation_checkpointing,
-                            grad_free_cycles=row.grad_free_cycles, tf32=row.tf32, augment=True, progress=False)
     model = TRMVisionEncoder(copy.deepcopy(cfg)).to(device)
     model.activation_checkpointing, model.grad_free_cycles = row.activation_checkpointing, row.grad_free_cycles
     if row.channels_last:
@@ -281,7 +271,7 @@ def markdown(report: dict) -> str:
              f"torch {report['torch']}, CUDA {report['cuda']}, model {report['model']['parameters']:,} parameters "
              f"({report['model']['config']['dim']}d, {report['model']['config']['depth']} layers, "
              f"H={report['model']['config']['H_cycles']}, L={report['model']['config']['L_cycles']}, "
-             f"{report['model']['config']['image_height']}x{report['model']['config']['image_width']}), "
+             f"{report['model']['config']['lines']}x{report['model']['config']['line_chars']} cells), "
              f"{report['timed_steps']} timed steps per row after {report['warmup_steps']} warm-up steps, "
              f"peak {fmt(report['peak_tflops'], '.0f', 'unknown')} TFLOP/s (dense bf16/fp16).", "",
              "| row | switches | batch | samples/s | model TFLOP/s | MFU | peak alloc GiB | GPU busy | data wait "
@@ -340,19 +330,23 @@ def main(argv: list[str] | None = None) -> int:
     args.warmup = args.warmup or (1 if smoke else 3)
     args.workers = args.workers if args.workers is not None else (1 if smoke else 6)
     args.finder_max = 64 if smoke else 4096
+    profile = load_config(None, {"hardware": {"profile": "cpu" if smoke else "h100"}})
+    render = {**profile["render"], **({"line_chars": 8} if smoke else {})}
+    chars = (profile["corpus"]["min_chars"], profile["corpus"]["max_chars"])
     if smoke:
         torch.set_num_threads(1)  # tiny model: more threads only spin-wait on a busy CPU
-        cfg = EncoderConfig(image_height=32, image_width=32, channels=1, patch_size=8, dim=32, depth=1, heads=2,
-                            mlp_ratio=2.0, H_cycles=2, L_cycles=1, num_capsules=2, num_classes=NUM_CLASSES)
+        model = {**profile["teacher"]["model"], "dim": 32, "heads": 2, "mixer_ratio": 2.0, "H_cycles": 2, "L_cycles": 1,
+                 "num_capsules": 2}
     else:
-        cfg = EncoderConfig(image_height=224, image_width=224, channels=1, num_classes=NUM_CLASSES, **REFERENCE_TEACHER)
+        model = REFERENCE_TEACHER
+    cfg = encoder_config(model, RenderSettings.from_config(render).to_dict(), NUM_CLASSES)
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (smoke)"
     peak = peak_tflops(name) if device.type == "cuda" else None
     args.out.mkdir(parents=True, exist_ok=True)
     data_root = args.out / "_bench_cache"
     n_images = 256 if smoke else (2048 if args.quick else 4096)
     log(f"device {name}, torch {torch.__version__}; writing {n_images} synthetic images to {data_root}")
-    dataset = CacheDataset(write_shard(data_root, n_images, cfg.image_height, cfg.image_width))
+    dataset = CacheDataset(write_shard(data_root, n_images, render, chars))
     report = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda, "peak_tflops": peak,
               "model": {"config": cfg.to_dict(), "parameters": count_parameters(TRMVisionEncoder(copy.deepcopy(cfg))),
                         "forward_gflops_per_sample": flops_per_sample(cfg) / 1e9},

@@ -21,6 +21,10 @@ from typing import Any
 
 from .io import write_json, write_text
 from .plan import fmt_bytes
+from .render import RenderSettings
+
+# The matrix times the training step on random images; the class count only sizes the head.
+NUM_CLASSES_FOR_TIMING = 19
 
 RESULT_PREFIX = "PIXELPIPE_BENCH_RESULT "
 
@@ -72,7 +76,7 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     from .hardware import detect_device
     from .measure import RSSSampler
     from .model import TRMVisionEncoder, flops_per_sample
-    from .plan import _encoder, _num_classes, predict_train_memory
+    from .plan import encoder_for, predict_train_memory
 
     info = detect_device(cfg["hardware"]["device"])
     device = torch.device(info.kind)
@@ -82,15 +86,15 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     bm = cfg["benchmark_matrix"]
     steps, warmup, bs = bm["steps"], bm["warmup_steps"], spec["batch_size"]
     torch.manual_seed(0)
-    enc = _encoder(cfg, "teacher", _num_classes(cfg["corpus"]))
+    enc = encoder_for(cfg, "teacher", NUM_CLASSES_FOR_TIMING)
     model = TRMVisionEncoder(enc)
     n = bs * (steps + warmup)
     images = torch.randint(0, 256, (n, enc.channels, enc.image_height, enc.image_width), dtype=torch.uint8)
     labels = torch.randint(0, enc.num_classes, (n,))
-    dataset = [{"image": images[i], "label": labels[i], "index": i} for i in range(n)]
+    length = torch.tensor(enc.num_tokens)
+    dataset = [{"image": images[i], "label": labels[i], "length": length, "index": i} for i in range(n)]
     tcfg = cfg["teacher"]["train"]
-    train = TrainSettings(epochs=1, batch_size=bs, lr=tcfg["lr"], weight_decay=tcfg["weight_decay"],
-                          warmup_fraction=tcfg["warmup_fraction"], grad_clip=tcfg["grad_clip"])
+    train = TrainSettings(**{**tcfg, "epochs": 1, "batch_size": bs})
     sampler = RSSSampler(0.02)
     sampler.start()
     if device.type == "cuda":
@@ -162,7 +166,7 @@ def run_matrix(cfg: dict, threads: int | None = None, log=print, timeout_s: floa
             r["speedup"] = r["samples_per_s"] / base["samples_per_s"]
             r["memory_ratio"] = r["peak_host_bytes"] / base["peak_host_bytes"]
     return {"machine": machine_description(), "device": info.name, "teacher": cfg["teacher"]["model"],
-            "image": [cfg["render"]["channels"], cfg["render"]["height"], cfg["render"]["width"]],
+            "image": list(RenderSettings.from_config(cfg["render"]).shape),
             "steps": cfg["benchmark_matrix"]["steps"], "warmup_steps": cfg["benchmark_matrix"]["warmup_steps"],
             "variants": results}
 

@@ -7,7 +7,6 @@ and DataLoader workers (forked or spawned) each open their own maps.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -17,11 +16,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import io
-
-
-def shard_count(n_rows: int, shard_size: int) -> int:
-    """Shards a split of `n_rows` needs; at least one so every split has a file."""
-    return max(1, math.ceil(n_rows / shard_size))
+from .render import image_geometry
 
 
 class CacheSplit:
@@ -35,9 +30,9 @@ class CacheSplit:
         self.shard_counts = [int(s["count"]) for s in shards]
         self.offsets = np.cumsum([0] + self.shard_counts)
         self.labels = np.asarray([l for s in shards for l in s["labels"]], dtype=np.int64)
+        self.lengths = np.asarray([n for s in shards for n in s["lengths"]], dtype=np.int64)
         self.ids = [i for s in shards for i in s["ids"]]
-        r = self.render_settings
-        self.image_shape = (int(r["channels"]), int(r["height"]), int(r["width"]))
+        self.image_shape = image_geometry(self.render_settings)
         self._maps: dict[int, np.ndarray] = {}
         self._pid = os.getpid()
         if verify:
@@ -117,6 +112,7 @@ class CacheDataset(Dataset):
         item: dict[str, Any] = {
             "image": torch.from_numpy(self.split.get(i).copy()),
             "label": torch.tensor(self.split.labels[i], dtype=torch.int64),
+            "length": torch.tensor(self.split.lengths[i], dtype=torch.int64),
             "index": int(i),
         }
         for name, arr in self.extra.items():

@@ -15,9 +15,19 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .hardware import PROFILES, auto_profile, detect_device
+from .hardware import PROFILES, auto_profile, probe_device
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rules" / "config.schema.yaml"
+
+
+# Engine switches that cannot change what a run computes: left out of Snakemake params and run fingerprints.
+ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory", "persistent_workers",
+                       "prefetch_factor")
+
+
+def output_affecting(engine_cfg: dict) -> dict:
+    """The engine switches that can change what training produces (Snakemake params, run fingerprints)."""
+    return {k: v for k, v in engine_cfg.items() if k not in ENGINE_RUNTIME_ONLY}
 
 
 class ConfigError(ValueError):
@@ -72,13 +82,12 @@ def _check_consistency(cfg: dict) -> None:
     if cfg["corpus"]["min_chars"] > cfg["corpus"]["max_chars"]:
         problems.append("corpus.min_chars must be <= corpus.max_chars")
     r = cfg["render"]
-    if r["font_size_min"] > r["font_size_max"]:
-        problems.append("render.font_size_min must be <= render.font_size_max")
+    if r["font_size"] > r["cell_height"]:
+        problems.append(f"render.font_size ({r['font_size']}) must be <= render.cell_height ({r['cell_height']})")
     for role in ("teacher", "student"):
         m = cfg[role]["model"]
-        for side in ("height", "width"):
-            if r[side] % m["patch_size"]:
-                problems.append(f"render.{side} ({r[side]}) must be a multiple of {role}.model.patch_size ({m['patch_size']})")
+        if m["mixer_kernel"] % 2 == 0 and m["mixer_kernel"]:
+            problems.append(f"{role}.model.mixer_kernel ({m['mixer_kernel']}) must be odd (or 0 = off)")
         if m["dim"] % m["heads"]:
             problems.append(f"{role}.model.dim ({m['dim']}) must be divisible by {role}.model.heads ({m['heads']})")
         bs = cfg[role]["train"]["batch_size"]
@@ -99,7 +108,7 @@ def resolve_config(user_cfg: dict | None) -> dict:
     schema = load_schema()
     validate_schema(user_cfg, schema)  # structure and types of what the user wrote
     requested = user_cfg.get("hardware", {}).get("profile", "cpu")
-    profile = auto_profile(detect_device(user_cfg.get("hardware", {}).get("device", "auto"))) if requested == "auto" else requested
+    profile = auto_profile(probe_device(user_cfg.get("hardware", {}).get("device", "auto"))) if requested == "auto" else requested
     cfg = deep_merge(PROFILES[profile], user_cfg)
     cfg.setdefault("hardware", {})["profile"] = profile
     cfg = _fill_defaults(schema, cfg, schema)

@@ -9,26 +9,25 @@ Corpus config (the `corpus` section):
     splits        fractions {train: 0.8, val: 0.1, test: 0.1}
     num_samples   rows to generate (default corpus only)
     min_chars     shortest generated text (default corpus only)
-    max_chars     longest text; longer generated texts are trimmed, longer user texts are bad rows
+    max_chars     longest generated text (default corpus only); user texts of any length are
+                  kept, and the renderer truncates what does not fit its layout (counted)
     on_bad_row    "skip" (drop and report) or "fail" (raise naming the first bad row)
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from faker import Faker
 
 from . import io
-from .fonts import FontSet
-from .render import RenderSettings
 
 DEFAULT_LOCALES = (
     "ar_AA", "az_AZ", "cs_CZ", "da_DK", "de_DE", "el_GR", "en_US", "es_ES", "fa_IR", "fr_FR",
@@ -41,9 +40,14 @@ CORPUS_DEFAULTS: dict[str, Any] = {
     "label_column": "label",
     "split_column": None,
     "splits": {"train": 0.8, "val": 0.1, "test": 0.1},
-    "max_chars": None,
     "on_bad_row": "skip",
 }
+# Label strings that mean "no label" in exported spreadsheets and data frames: a missing label, not a class.
+MISSING_LABELS = frozenset({"nan", "na", "n/a", "null", "none"})
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot train a classifier; the message names the file and the config key."""
 
 
 # --- split sizes ------------------------------------------------------------------
@@ -74,7 +78,7 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
         return _split_sizes(int(_required(cfg, "num_samples")), cfg["splits"])
     path, split_col = Path(cfg["path"]), cfg["split_column"]
     if split_col is not None:
-        splits = _split_values(_read(path, [split_col])[split_col].tolist(), split_col)
+        splits = _split_values(read_columns(path, [split_col])[split_col].tolist(), split_col)
         counts = collections.Counter(splits)
         return {s: counts.get(s, 0) for s in SPLITS}
     if path.suffix.lower() == ".parquet":
@@ -83,8 +87,13 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
         with open(path, encoding="utf-8") as f:
             n = sum(1 for line in f if line.strip())
     else:
-        n = len(_read(path, [cfg["label_column"]]))
+        n = len(read_columns(path, [cfg["label_column"]]))
     return _split_sizes(n, cfg["splits"])
+
+
+def shard_count(n_rows: int, shard_size: int) -> int:
+    """Shards a split of `n_rows` needs; at least one so every split has a file."""
+    return max(1, math.ceil(n_rows / shard_size))
 
 
 def assign_splits(n_rows: int, fractions: dict[str, float], seed: int) -> np.ndarray:
@@ -102,7 +111,8 @@ def assign_splits(n_rows: int, fractions: dict[str, float], seed: int) -> np.nda
 # --- sources ----------------------------------------------------------------------
 
 
-def _faker_text(fake: Faker, min_chars: int, max_chars: int) -> str:
+def faker_text(fake: Any, min_chars: int, max_chars: int) -> str:
+    """A text of whole Faker sentences, min_chars to max_chars long (cut at a word boundary)."""
     target = fake.random_int(min_chars, max_chars)
     text = fake.sentence()
     while len(text) < target:
@@ -123,12 +133,14 @@ def generate_default_corpus(
     """
     if not 0 < min_chars <= max_chars:
         raise ValueError(f"corpus.min_chars ({min_chars}) must be > 0 and <= corpus.max_chars ({max_chars})")
+    from faker import Faker
+
     fakers = []
     for i, locale in enumerate(locales):
         fake = Faker(locale)
         fake.seed_instance(seed * len(locales) + i)
         fakers.append(fake)
-    texts = [_faker_text(fakers[i % len(locales)], min_chars, max_chars) for i in range(num_samples)]
+    texts = [faker_text(fakers[i % len(locales)], min_chars, max_chars) for i in range(num_samples)]
     labels = [locales[i % len(locales)].split("_")[0] for i in range(num_samples)]
     order = np.random.default_rng(seed).permutation(num_samples)
     return pd.DataFrame(
@@ -146,7 +158,7 @@ def _require_columns(wanted: Sequence[str], present: Sequence[str], path: Path) 
             raise ValueError(f"corpus file {path} has no column {col!r}; columns present: {list(present)}")
 
 
-def _read(path: Path, columns: list[str]) -> pd.DataFrame:
+def read_columns(path: Path, columns: list[str]) -> pd.DataFrame:
     """Only `columns` of a corpus file, values as stored (CSV: strings, empty field = missing)."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -182,7 +194,7 @@ def load_user_corpus(
     """Columns id ("row-000001" = line of data in the file), text, label (str) and, with split_column, split."""
     path = Path(path)
     columns = [text_column, label_column] + ([split_column] if split_column else [])
-    raw = _read(path, columns)
+    raw = read_columns(path, columns)
     df = pd.DataFrame(
         {
             "id": [f"row-{k + 1:06d}" for k in range(len(raw))],
@@ -198,22 +210,22 @@ def load_user_corpus(
 # --- bad rows ---------------------------------------------------------------------
 
 
-def _bad_reason(text: Any, label: Any, fonts: Any, max_chars: int | None) -> str | None:
+def _bad_reason(text: Any, label: Any, fonts: Sequence[str]) -> str | None:
     if _missing(text):
         return "empty text"
-    if _missing(label):
+    if _missing(label) or str(label).strip().casefold() in MISSING_LABELS:
         return "missing label"
-    missing = fonts.missing_chars(text)
+    from .atlas import undrawable
+
+    missing = undrawable(text, fonts)
     if missing:
         return f"undrawable characters: {missing}"
-    if max_chars is not None and len(text) > max_chars:
-        return f"text too long ({len(text)} > {max_chars})"
     return None
 
 
-def find_bad_rows(df: pd.DataFrame, renderer_or_fontset: Any, max_chars: int | None) -> pd.DataFrame:
+def find_bad_rows(df: pd.DataFrame, fonts: Sequence[str]) -> pd.DataFrame:
     """The rows of `df` that cannot be used, with a `reason` column (first problem found)."""
-    reasons = [_bad_reason(t, l, renderer_or_fontset, max_chars) for t, l in zip(df["text"], df["label"])]
+    reasons = [_bad_reason(t, l, fonts) for t, l in zip(df["text"], df["label"])]
     mask = np.array([r is not None for r in reasons], dtype=bool)
     return df[mask].assign(reason=[r for r in reasons if r is not None])
 
@@ -239,21 +251,72 @@ def _required(cfg: dict[str, Any], key: str) -> Any:
 # --- build ------------------------------------------------------------------------
 
 
-def _write_split(path: Path, df: pd.DataFrame, class_ids: dict[str, int]) -> None:
-    table = pa.table(
+def split_table(df: pd.DataFrame, ids: dict[str, int]) -> pa.Table:
+    """One split as the parquet table the corpus rule writes (id, text, label = class id)."""
+    return pa.table(
         {
             "id": pa.array(df["id"].tolist(), pa.string()),
             "text": pa.array(df["text"].tolist(), pa.string()),
-            "label": pa.array([class_ids[l] for l in df["label"]], pa.int64()),
+            "label": pa.array([ids[l] for l in df["label"]], pa.int64()),
         }
     )
+
+
+def _write_split(path: Path, df: pd.DataFrame, ids: dict[str, int]) -> None:
     with io.atomic_path(path, suffix=".parquet") as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(split_table(df, ids), tmp)
+
+
+def _check_usable(df: pd.DataFrame, counts: dict[str, int], source: str) -> None:
+    """Refuse a corpus that leaves a split empty or fewer than two classes, naming what to change."""
+    dropped = f"; bad rows dropped: {counts} (corpus.on_bad_row)" if counts else ""
+    sizes = {split: int((df["split"] == split).sum()) for split in SPLITS}
+    empty = [split for split, n in sizes.items() if n == 0]
+    if empty:
+        raise CorpusError(f"corpus {source}: split(s) {', '.join(empty)} have no rows (rows per split: {sizes}"
+                          f"{dropped}); add rows, or change corpus.splits / corpus.split_column")
+    labels = sorted(set(df["label"]))
+    if len(labels) < 2:
+        raise CorpusError(f"corpus {source}: {len(labels)} class(es) {labels} after dropping bad rows{dropped}; a "
+                          f"classifier needs at least 2 (check corpus.label_column)")
+
+
+def corpus_rows(corpus_cfg: dict[str, Any], seed: int) -> tuple[pd.DataFrame, dict[str, str] | None, str]:
+    """(rows with id, text, label, split and 1-based file row; the locale of each label or None; a name
+    for messages), before bad rows are dropped. What build_corpus writes, and what the planner sizes."""
+    cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
+    if cfg["path"] is None:
+        df = generate_default_corpus(int(_required(cfg, "num_samples")), int(_required(cfg, "min_chars")),
+                                     int(_required(cfg, "max_chars")), seed)
+        locales, source = {loc.split("_")[0]: loc for loc in DEFAULT_LOCALES}, "(built-in)"
+    else:
+        df = load_user_corpus(cfg["path"], cfg["text_column"], cfg["label_column"], cfg["split_column"])
+        locales, source = None, str(cfg["path"])
+    if "split" not in df:
+        df["split"] = assign_splits(len(df), cfg["splits"], seed)
+    df["row"] = np.arange(1, len(df) + 1)  # 1-based data row in the file, for messages
+    return df, locales, source
+
+
+def bad_row_counts(bad: pd.DataFrame) -> dict[str, int]:
+    """Bad rows per kind of reason (what labels.json reports)."""
+    return dict(collections.Counter(_reason_kind(r) for r in bad["reason"]))
+
+
+def labels_info(ids: dict[str, int], locales: dict[str, str] | None, bad_rows: dict[str, int],
+                sizes: dict[str, int]) -> dict[str, Any]:
+    """The content of labels.json."""
+    return {"labels": list(ids), "locales": locales, "bad_rows": bad_rows, "split_sizes": sizes}
+
+
+def class_ids(labels: Iterable[str]) -> dict[str, int]:
+    """Label name -> class id (sorted; integer labels numerically)."""
+    return {name: i for i, name in enumerate(_label_order(set(labels)))}
 
 
 def build_corpus(
     corpus_cfg: dict[str, Any],
-    render_settings: RenderSettings,
+    fonts: Sequence[str],
     out_dir: Path,
     seed: int,
     log: Callable[[str], Any] = print,
@@ -262,19 +325,9 @@ def build_corpus(
     cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
     if cfg["on_bad_row"] not in ("skip", "fail"):
         raise ValueError(f"corpus.on_bad_row must be 'skip' or 'fail', got {cfg['on_bad_row']!r}")
-    if cfg["path"] is None:
-        max_chars = _required(cfg, "max_chars")
-        df = generate_default_corpus(int(_required(cfg, "num_samples")), int(_required(cfg, "min_chars")), max_chars, seed)
-        locales = {loc.split("_")[0]: loc for loc in DEFAULT_LOCALES}
-    else:
-        df = load_user_corpus(cfg["path"], cfg["text_column"], cfg["label_column"], cfg["split_column"])
-        locales = None
-    if "split" not in df:
-        df["split"] = assign_splits(len(df), cfg["splits"], seed)
-    df["row"] = np.arange(1, len(df) + 1)  # 1-based data row in the file, for messages
-
-    bad = find_bad_rows(df, FontSet(render_settings.fonts), cfg["max_chars"])
-    counts = dict(collections.Counter(_reason_kind(r) for r in bad["reason"]))
+    df, locales, source = corpus_rows(cfg, seed)
+    bad = find_bad_rows(df, fonts)
+    counts = bad_row_counts(bad)
     if len(bad):
         where = [f"row {r.row} (split {r.split}, id {r.id}): {r.reason}" for r in bad.head(5).itertuples()]
         if cfg["on_bad_row"] == "fail":
@@ -286,16 +339,16 @@ def build_corpus(
         for line in where:
             log(f"  {line}")
         df = df.drop(index=bad.index)
+    _check_usable(df, counts, source)
 
-    labels = _label_order(set(df["label"]))
-    class_ids = {name: i for i, name in enumerate(labels)}
+    ids = class_ids(df["label"])
     out_dir = Path(out_dir)
     sizes = {}
     for split in SPLITS:
         part = df[df["split"] == split]
-        _write_split(out_dir / f"{split}.parquet", part, class_ids)
+        _write_split(out_dir / f"{split}.parquet", part, ids)
         sizes[split] = len(part)
-    info = {"labels": labels, "locales": locales, "bad_rows": counts, "split_sizes": sizes}
+    info = labels_info(ids, locales, counts, sizes)
     io.write_json(out_dir / "labels.json", info)
-    log(f"corpus: {sum(sizes.values())} rows, {len(labels)} labels, splits {sizes}")
+    log(f"corpus: {sum(sizes.values())} rows, {len(ids)} labels, splits {sizes}")
     return info

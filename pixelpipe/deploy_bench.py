@@ -232,8 +232,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"| kernel total (profiled) | {prof['onnx_fp32']['kernel_ms_per_run']:.2f} ms | kernel total (profiled) | "
                      f"{prof['onnx_int8']['kernel_ms_per_run']:.2f} ms |")
     enc = report["encoder"]
-    lines += ["", f"Student: {enc['image_height']}x{enc['image_width']}x{enc['channels']} images, patch {enc['patch_size']}, "
-              f"dim {enc['dim']}, depth {enc['depth']}, H_cycles {enc['H_cycles']}, L_cycles {enc['L_cycles']}, "
+    lines += ["", f"Student: {enc['lines']} x {enc['line_chars']} cells of {enc['cell_height']}x{enc['cell_width']} "
+              f"(x{enc['channels']} channels), {enc['stem']} stem, mixer kernel {enc['mixer_kernel']}, dim {enc['dim']}, depth {enc['depth']}, H_cycles {enc['H_cycles']}, L_cycles {enc['L_cycles']}, "
               f"K {enc['num_capsules']}, {enc['num_classes']} classes; accuracy on {report['accuracy']['onnx_int8']['samples']} "
               "test images.", ""]
     return "\n".join(lines)

@@ -36,6 +36,10 @@ def distillation_loss(
     """CE on labels + T^2 * KL(teacher_T || student_T) + (1 - cos) between adapted student and teacher sketches.
 
     The T^2 factor keeps the soft-target gradients on the scale of the hard ones (Hinton et al.).
+    The teacher's outputs are those of the whole text, also when the student sees a training
+    window of it: as in DINO's multi-crop training (Caron et al. 2021), the student learns to
+    infer from a part what the teacher saw in the whole (measured better than distilling full
+    texts only: docs/benchmarks.md).
     """
     s_logits, t_logits = student_logits.float(), teacher_logits.float()
     ce = F.cross_entropy(s_logits, labels, label_smoothing=label_smoothing)

@@ -25,18 +25,11 @@ from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
 from .augment import augment_batch
+from .windows import random_windows
 from .hardware import DeviceInfo, resolve_precision
 from .timing import ComponentTimer
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
-# Switches that cannot change what a run computes: left out of Snakemake params and run fingerprints.
-ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory", "persistent_workers",
-                       "prefetch_factor")
-
-
-def output_affecting(engine_cfg: dict) -> dict:
-    """The engine switches that can change what training produces (Snakemake params, run fingerprints)."""
-    return {k: v for k, v in engine_cfg.items() if k not in ENGINE_RUNTIME_ONLY}
 
 
 @dataclass
@@ -78,7 +71,9 @@ class TrainSettings:
     weight_decay: float
     warmup_fraction: float
     grad_clip: float
-    label_smoothing: float = 0.0
+    label_smoothing: float
+    window_prob: float
+    window_min_chars: int
 
 
 @dataclass
@@ -354,6 +349,12 @@ class Trainer:
         t = self.timer
         t.start("h2d_augment")
         batch = to_device(batch, self.device, self.engine.channels_last)
+        if self.train.window_prob > 0:
+            gen = torch.Generator(device=self.device).manual_seed(self.seed * 999_983 + self.step * 131 + t.micro_index)
+            c = self.model.cfg
+            batch["image"] = random_windows(
+                batch["image"], batch["length"], (c.cell_height, c.cell_width, c.lines, c.line_chars), gen,
+                self.train.window_prob, self.train.window_min_chars)
         if self.engine.augment:
             gen = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + self.step * 131 + t.micro_index)
             batch["image"] = augment_batch(batch["image"], gen)
@@ -411,7 +412,7 @@ class Trainer:
     def fit(self) -> TrainResult:
         self.maybe_resume()
         t0 = time.perf_counter()
-        samples, start_step = 0, self.step
+        samples = 0
         bar = tqdm(total=self.total_steps, initial=self.step, desc=self.desc, unit="step",
                    disable=not self.engine.progress, mininterval=1.0, dynamic_ncols=True)
         profiler = self._profiler()

@@ -153,7 +153,7 @@ def check_parity(session: Any, model: TRMVisionEncoder, images_u8: np.ndarray, a
 
 
 def export_and_verify(student_dir: str | os.PathLike, out_path: str | os.PathLike, val_images_u8: np.ndarray,
-                      opset: int, atol: float, max_label_mismatch: float, layout_engine: str | None = None,
+                      opset: int, atol: float, max_label_mismatch: float,
                       threads: int | None = None, log: Callable[[str], Any] = print) -> ParityReport:
     """Export the student in `student_dir`, check parity on `val_images_u8`; write `out_path` only if it passes."""
     model, config = load_model(student_dir)
@@ -163,7 +163,7 @@ def export_and_verify(student_dir: str | os.PathLike, out_path: str | os.PathLik
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as tmp:
         tmp_model = Path(tmp) / out_path.name
-        export_student(model, tmp_model, opset, onnxmodel.metadata_entries(config, layout_engine), log)
+        export_student(model, tmp_model, opset, onnxmodel.metadata_entries(config), log)
         session = onnxmodel.open_session(tmp_model, threads)
         report = check_parity(session, model, val_images_u8, atol, max_label_mismatch)
         log("parity: " + report.describe())

@@ -1,21 +1,21 @@
 """Hardware profiles: what each card can do, and the defaults that pay on it.
 
 A profile only fills keys the user's config leaves out. GPU profiles use the
-reference teacher (D=768, 2 layers, H=2, L=3, K=12, 224x224 images, 16x16
-patches); `cpu` keeps the small schema defaults so a laptop finishes quickly.
+reference teacher (D=768, 2 layers, H=2, L=3, K=12) on a glyph-aligned layout
+sized for their longer texts (4 lines of 104 characters); `cpu` keeps a small
+model on one 96-character line so a laptop finishes in minutes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
-REFERENCE_TEACHER = {"patch_size": 16, "dim": 768, "depth": 2, "heads": 12, "mlp_ratio": 4.0,
+REFERENCE_TEACHER = {"stem": "pair", "mixer_kernel": 3, "dim": 768, "depth": 2, "heads": 12, "mlp_ratio": 4.0,
                      "H_cycles": 2, "L_cycles": 3, "num_capsules": 12}
-GPU_STUDENT = {"patch_size": 16, "dim": 192, "depth": 2, "heads": 3, "mlp_ratio": 4.0,
+GPU_STUDENT = {"stem": "pair", "mixer_kernel": 3, "dim": 192, "depth": 2, "heads": 3, "mlp_ratio": 4.0,
                "H_cycles": 2, "L_cycles": 2, "num_capsules": 12}
-GPU_RENDER = {"height": 224, "width": 224, "font_size_min": 16, "font_size_max": 24, "padding": 8, "workers": 8}
+# 150-400 character texts: 4 lines x 104 cells = 416 characters, a 64 x 832 image.
+GPU_RENDER = {"lines": 4, "line_chars": 104}
 GPU_CORPUS = {"num_samples": 60000, "max_chars": 400, "min_chars": 150}
 
 
@@ -23,23 +23,23 @@ def _gpu_profile(engine: dict, teacher_batch: object, student_batch: object) -> 
     return {
         "corpus": GPU_CORPUS,
         "render": GPU_RENDER,
-        "teacher": {"model": REFERENCE_TEACHER, "train": {"batch_size": teacher_batch, "epochs": 10, "lr": 0.0005}},
-        "student": {"model": GPU_STUDENT, "train": {"batch_size": student_batch, "epochs": 10, "lr": 0.001},
+        "teacher": {"model": REFERENCE_TEACHER, "train": {"batch_size": teacher_batch, "epochs": 3, "lr": 0.0005}},
+        "student": {"model": GPU_STUDENT, "train": {"batch_size": student_batch, "epochs": 3, "lr": 0.001},
                     "checkpoint": {"every_steps": 500}},
         "encode": {"batch_size": 512},
         "engine": {"num_workers": 6, "pin_memory": True, "persistent_workers": True, "prefetch_factor": 4,
-                   "channels_last": True, "tf32": True, "augment": True, **engine},
+                   "channels_last": True, "tf32": True, **engine},
     }
 
 
 # The laptop default: small enough that `snakemake --cores 4 train` finishes in minutes on 2 cores.
 CPU_PROFILE = {
-    "teacher": {"model": {"patch_size": 8, "dim": 96, "depth": 1, "heads": 4, "H_cycles": 2, "L_cycles": 2,
+    "teacher": {"model": {"dim": 64, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 2,
                           "num_capsules": 4},
-                "train": {"batch_size": 32, "lr": 0.001}},
-    "student": {"model": {"patch_size": 8, "dim": 64, "depth": 1, "heads": 4, "H_cycles": 1, "L_cycles": 2,
+                "train": {"batch_size": 64, "lr": 0.004, "epochs": 2}},
+    "student": {"model": {"dim": 48, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 1,
                           "num_capsules": 4},
-                "train": {"batch_size": 32, "lr": 0.001, "epochs": 3}},
+                "train": {"batch_size": 64, "lr": 0.004, "epochs": 3}},
 }
 
 PROFILES: dict[str, dict] = {
@@ -62,7 +62,9 @@ class DeviceInfo:
 
 
 def detect_device(device: str = "auto") -> DeviceInfo:
+    """The device a stage runs on, as torch sees it."""
     import psutil
+    import torch
 
     if device in ("auto", "cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
@@ -70,6 +72,30 @@ def detect_device(device: str = "auto") -> DeviceInfo:
     if device == "cuda":
         raise RuntimeError("hardware.device is 'cuda' but torch sees no CUDA device")
     return DeviceInfo("cpu", "cpu", psutil.virtual_memory().total, None)
+
+
+def probe_device(device: str = "auto") -> DeviceInfo:
+    """The device for `hardware.profile: auto` when the workflow is parsed, without importing torch.
+
+    nvidia-smi answers for the first GPU; where it is absent there is no CUDA device to use, and
+    where it cannot report the compute capability (old drivers) torch is asked after all.
+    """
+    import shutil
+    import subprocess
+
+    import psutil
+
+    smi = shutil.which("nvidia-smi") if device in ("auto", "cuda") else None
+    if smi is None:
+        return detect_device(device) if device == "cuda" else DeviceInfo("cpu", "cpu", psutil.virtual_memory().total, None)
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,memory.total,compute_cap", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()[0]
+        name, mib, cap = (f.strip() for f in out.split(","))
+        major, minor = (int(x) for x in cap.split("."))
+        return DeviceInfo("cuda", name, int(float(mib)) * 2**20, (major, minor))
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError):
+        return detect_device(device)
 
 
 def auto_profile(info: DeviceInfo) -> str:

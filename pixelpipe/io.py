@@ -33,9 +33,14 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def json_text(obj: Any) -> str:
+    """The text write_json writes (the planner sizes JSON artifacts with it)."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+        tmp.write_text(json_text(obj))
 
 
 def read_json(path: str | os.PathLike) -> Any:

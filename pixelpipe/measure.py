@@ -17,13 +17,13 @@ docs/reports.md explains the choice.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import psutil
-import torch
 
 from .io import write_json
 
@@ -101,24 +101,31 @@ class RSSSampler(threading.Thread):
         return self.peak
 
 
+def _cuda():
+    """torch.cuda when the stage imported torch and a GPU is there; None otherwise.
+
+    Stages that never touch torch (corpus, render, consolidate) must not pay its import.
+    """
+    torch = sys.modules.get("torch")
+    return torch.cuda if torch is not None and torch.cuda.is_available() else None
+
+
 class StageMeter:
     """Context manager writing `results/metrics/{rule}/{name}.json` when the stage ends."""
 
-    def __init__(self, rule: str, metrics_path: str | os.PathLike | None, outputs: Iterable[str] = (),
-                 prediction: dict[str, Any] | Callable[[], dict[str, Any] | None] | None = None):
-        """`prediction` may be a callable: it is then evaluated after the peaks are taken, so the
-        planner's own imports and meta-device models never count against the stage it predicts."""
+    def __init__(self, rule: str, metrics_path: str | os.PathLike | None, outputs: Iterable[str] = ()):
+        """Measures only: the planner's predictions live in results/plan.json, which the report joins."""
         self.rule = rule
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.outputs = [str(o) for o in outputs]
         self.data: dict[str, Any] = {"rule": rule}
-        self.prediction = prediction
 
     def __enter__(self) -> "StageMeter":
         self.sampler = RSSSampler()
         self.sampler.start()
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
+        cuda = _cuda()
+        if cuda is not None:
+            cuda.reset_peak_memory_stats()
         self.t0 = time.perf_counter()
         self.data["started_at"] = time.time()
         return self
@@ -138,14 +145,12 @@ class StageMeter:
         m["finished_at"] = time.time()
         if "samples" in m and wall > 0:
             m.setdefault("samples_per_s", m["samples"] / wall)
-        if torch.cuda.is_available():
-            m["peak_gpu_allocated_bytes"] = torch.cuda.max_memory_allocated()
-            m["peak_gpu_reserved_bytes"] = torch.cuda.max_memory_reserved()
-            m["gpu"] = torch.cuda.get_device_name(0)
+        cuda = _cuda()
+        if cuda is not None:
+            m["peak_gpu_allocated_bytes"] = cuda.max_memory_allocated()
+            m["peak_gpu_reserved_bytes"] = cuda.max_memory_reserved()
+            m["gpu"] = cuda.get_device_name(0)
         m["disk_written_bytes"] = path_bytes(self.outputs)
-        prediction = self.prediction() if callable(self.prediction) else self.prediction
-        if prediction is not None:
-            m["predicted"] = prediction
         m["status"] = "ok" if exc_type is None else f"failed: {exc_type.__name__}"
         if self.metrics_path and exc_type is None:
             write_json(self.metrics_path, m)

@@ -1,11 +1,19 @@
-"""TRMVisionEncoder: a recursive vision transformer with capsule pooling.
+"""TRMVisionEncoder: a recursive vision transformer with capsule pooling, over glyph-aligned tokens.
 
-One small stack of transformer blocks is applied recursively, as in Tiny
-Recursive Models: `H_cycles` outer steps, each refining a latent `z` `L_cycles`
-times and then the answer state `y`. Weight sharing keeps the parameter count
-small while the recursion buys depth. K learned queries pool the answer tokens
-into K capsules, from which come the outputs the rest of the pipeline stores:
-sketches [K, D], children [K, 4, D], 32-bit checksums [K, 32] and class logits.
+The stem turns the rendered cells into one token per character (a
+convolution with a stride of one cell; with the `pair` stem each token sees
+a character and the next, so every bigram is a token) and mixes neighbouring
+tokens with a 1-D convolution (character n-grams). One small stack of
+transformer blocks is applied recursively, as in Tiny Recursive Models:
+`H_cycles` outer steps, each refining a latent `z` `L_cycles` times and then
+the answer state `y`. K learned queries pool the answer tokens into K
+capsules, from which come the outputs the rest of the pipeline stores:
+sketches [K, D], children [K, 4, D], 32-bit checksums [K, 32]. The class
+logits come from the capsules plus the mean and max over the answer tokens
+and over the stem's local features: what a text's language is made of is a
+bag of local n-grams wherever they stand, which attention pooling over K
+queries alone recovers slowly (docs/benchmarks.md, "Why the TRM trailed a
+plain conv net").
 """
 
 from __future__ import annotations
@@ -20,22 +28,32 @@ from torch.profiler import record_function
 from torch.utils.checkpoint import checkpoint
 
 
+STEMS = ("pair", "cell")
+
+
 @dataclass
 class EncoderConfig:
-    image_height: int = 32
-    image_width: int = 128
-    channels: int = 1
-    patch_size: int = 8
-    dim: int = 64
-    depth: int = 1
-    heads: int = 4
-    mlp_ratio: float = 2.0
-    H_cycles: int = 2
-    L_cycles: int = 2
-    num_capsules: int = 4
+    """The encoder's shape. Geometry comes from the render settings, the rest from `{role}.model`."""
+
+    channels: int
+    cell_height: int
+    cell_width: int
+    lines: int
+    line_chars: int
+    stem: str
+    mixer_kernel: int
+    mixer_ratio: float
+    positions: bool
+    dim: int
+    depth: int
+    heads: int
+    mlp_ratio: float
+    H_cycles: int
+    L_cycles: int
+    num_capsules: int
+    num_classes: int
     num_children: int = 4
     checksum_bits: int = 32
-    num_classes: int = 19
 
     @classmethod
     def from_dict(cls, d: dict) -> "EncoderConfig":
@@ -49,16 +67,39 @@ class EncoderConfig:
         return asdict(self)
 
     @property
-    def num_patches(self) -> int:
-        return (self.image_height // self.patch_size) * (self.image_width // self.patch_size)
+    def image_height(self) -> int:
+        return self.lines * self.cell_height
+
+    @property
+    def image_width(self) -> int:
+        return self.line_chars * self.cell_width
+
+    @property
+    def num_tokens(self) -> int:
+        """One token per cell: a character (stem `cell`) or a character and the next (stem `pair`)."""
+        return self.lines * self.line_chars
+
+    @property
+    def stem_kernel(self) -> tuple[int, int]:
+        return (self.cell_height, (2 if self.stem == "pair" else 1) * self.cell_width)
 
     def validate(self) -> None:
-        if self.image_height % self.patch_size or self.image_width % self.patch_size:
-            raise ValueError(
-                f"image size {self.image_height}x{self.image_width} is not a multiple of patch_size {self.patch_size}"
-            )
+        if self.stem not in STEMS:
+            raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
         if self.dim % self.heads:
             raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
+        if self.mixer_kernel < 0 or (self.mixer_kernel and self.mixer_kernel % 2 == 0):
+            raise ValueError(f"mixer_kernel must be 0 (off) or odd, got {self.mixer_kernel}")
+
+    @property
+    def mixer_hidden(self) -> int:
+        """Width of the stem's local features (0 without local mixing)."""
+        return int(self.dim * self.mixer_ratio) if self.mixer_kernel else 0
+
+    @property
+    def head_features(self) -> int:
+        """Capsules (K x D), mean and max of the answer tokens (2 D), mean and max of the local features."""
+        return self.num_capsules * self.dim + 2 * self.dim + 2 * self.mixer_hidden
 
 
 class Block(nn.Module):
@@ -120,6 +161,42 @@ class CapsulePool(nn.Module):
         return caps + self.mlp(self.norm_mlp(caps))
 
 
+class LocalMixer(nn.Module):
+    """Mixing between neighbouring tokens: LayerNorm, a 1-D convolution over `kernel` tokens into a
+    wider hidden layer (a bank of character n-gram detectors), GELU, and a projection back, added
+    to the tokens. Returns the tokens and the hidden features (the head pools them)."""
+
+    def __init__(self, dim: int, kernel: int, hidden: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.conv = nn.Conv1d(dim, hidden, kernel, padding=kernel // 2)
+        self.proj = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = F.gelu(self.conv(self.norm(x).transpose(1, 2)).transpose(1, 2))
+        return x + self.proj(h), h
+
+
+class CharStem(nn.Module):
+    """Cells to tokens, one per cell: a convolution with a stride of one cell whose kernel spans
+    one cell (`cell`) or a cell and the next (`pair`: every bigram is one token), then optional
+    local mixing. The image is padded by one blank cell on the right so the last character
+    starts a pair too."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.pad = cfg.stem_kernel[1] - cfg.cell_width
+        self.proj = nn.Conv2d(cfg.channels, cfg.dim, kernel_size=cfg.stem_kernel, stride=(cfg.cell_height, cfg.cell_width))
+        self.mixer = LocalMixer(cfg.dim, cfg.mixer_kernel, cfg.mixer_hidden) if cfg.mixer_kernel else None
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(tokens [B, lines * line_chars, D], local features [B, N, hidden] or None)."""
+        if self.pad:
+            images = F.pad(images, (0, self.pad))
+        x = self.proj(images).flatten(2).transpose(1, 2)
+        return self.mixer(x) if self.mixer is not None else (x, None)
+
+
 class TRMVisionEncoder(nn.Module):
     """Images in, capsule outputs and class logits out (see module docstring)."""
 
@@ -127,15 +204,15 @@ class TRMVisionEncoder(nn.Module):
         super().__init__()
         cfg.validate()
         self.cfg = cfg
-        self.patch_embed = nn.Conv2d(cfg.channels, cfg.dim, kernel_size=cfg.patch_size, stride=cfg.patch_size)
-        self.pos_embed = nn.Parameter(torch.randn(1, cfg.num_patches, cfg.dim) * 0.02)
+        self.stem = CharStem(cfg)
+        self.pos_embed = nn.Parameter(torch.randn(1, cfg.num_tokens, cfg.dim) * 0.02) if cfg.positions else None
         self.z_init = nn.Parameter(torch.zeros(1, 1, cfg.dim))
         self.core = RecursiveCore(cfg)
         self.capsules = CapsulePool(cfg)
         self.sketch_norm = nn.LayerNorm(cfg.dim)
         self.children_proj = nn.Linear(cfg.dim, cfg.num_children * cfg.dim)
-        self.head_norm = nn.LayerNorm(cfg.num_capsules * cfg.dim)
-        self.head = nn.Linear(cfg.num_capsules * cfg.dim, cfg.num_classes)
+        self.head_norm = nn.LayerNorm(cfg.head_features)
+        self.head = nn.Linear(cfg.head_features, cfg.num_classes)
         # A fixed random hyperplane per checksum bit: the checksum is a locality-sensitive
         # hash of the sketch, so similar capsules share most bits and the code needs no training.
         g = torch.Generator().manual_seed(0x5EED)
@@ -145,11 +222,12 @@ class TRMVisionEncoder(nn.Module):
         self.grad_free_cycles = False
         self.apply(_init_weights)
 
-    def embed(self, images: torch.Tensor) -> torch.Tensor:
+    def embed(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(tokens, with learned positions if configured; the stem's local features or None)."""
         if images.dtype == torch.uint8:
             images = images.float().div(255.0)
-        x = self.patch_embed(images)  # [B, D, H/p, W/p]
-        return x.flatten(2).transpose(1, 2) + self.pos_embed
+        x, local = self.stem(images)
+        return (x + self.pos_embed if self.pos_embed is not None else x), local
 
     def _core(self, x: torch.Tensor) -> torch.Tensor:
         if self.activation_checkpointing and self.training and torch.is_grad_enabled():
@@ -170,9 +248,16 @@ class TRMVisionEncoder(nn.Module):
                 y = self._core(y + z)
         return y
 
+    def head_input(self, sketches: torch.Tensor, y: torch.Tensor, local: torch.Tensor | None) -> torch.Tensor:
+        """[B, head_features]: the capsules' sketches, mean and max of the answer tokens and of the local features."""
+        pooled = [sketches.flatten(1), y.mean(1), token_max(y)]
+        if local is not None:
+            pooled += [local.mean(1), token_max(local)]
+        return torch.cat(pooled, dim=-1)
+
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         with record_function("encoder.embed"):
-            x = self.embed(images)
+            x, local = self.embed(images)
         with record_function("encoder.recursion"):
             y = self.recurse(x)
         with record_function("encoder.capsules"):
@@ -182,8 +267,14 @@ class TRMVisionEncoder(nn.Module):
             children = self.children_proj(caps).reshape(b, k, self.cfg.num_children, d)
             checksum_logits = sketches @ self.checksum_planes.to(sketches.dtype)
         with record_function("encoder.head"):
-            logits = self.head(self.head_norm(sketches.reshape(b, k * d)))
+            logits = self.head(self.head_norm(self.head_input(sketches, y, local)))
         return {"logits": logits, "sketches": sketches, "children": children, "checksum_logits": checksum_logits}
+
+
+def token_max(x: torch.Tensor) -> torch.Tensor:
+    """Max over the token axis of [B, N, C] as a max-pool: it exports as ONNX MaxPool, which onnxruntime's
+    quantization tooling infers shapes for (ReduceMax with axes as an input, opset 18, it does not)."""
+    return F.max_pool1d(x.transpose(1, 2), x.shape[1]).squeeze(-1)
 
 
 def _init_weights(m: nn.Module) -> None:
@@ -208,14 +299,17 @@ def count_parameters(model: nn.Module) -> int:
 
 def flops_per_sample(cfg: EncoderConfig) -> float:
     """Approximate forward FLOPs for one image (2 per multiply-add), for MFU and the planner."""
-    n, d = cfg.num_patches, cfg.dim
+    n, d = cfg.num_tokens, cfg.dim
     hidden = int(d * cfg.mlp_ratio)
     block = 2 * n * (3 * d * d + d * d + 2 * d * hidden) + 2 * 2 * n * n * d  # linears + attention
     core_calls = cfg.H_cycles * (cfg.L_cycles + 1)
-    embed = 2 * n * d * cfg.channels * cfg.patch_size**2
+    kh, kw = cfg.stem_kernel
+    embed = 2 * n * d * cfg.channels * kh * kw
+    if cfg.mixer_kernel:
+        embed += 2 * n * cfg.mixer_hidden * d * (cfg.mixer_kernel + 1)  # n-gram convolution + projection back
     k = cfg.num_capsules
     caps = 2 * (n * 2 * d * d + k * d * d * 2 + 2 * k * n * d + k * 4 * d * d) + 2 * k * d * cfg.num_children * d
-    head = 2 * k * d * cfg.num_classes
+    head = 2 * cfg.head_features * cfg.num_classes
     return float(embed + core_calls * cfg.depth * block + caps + head)
 
 

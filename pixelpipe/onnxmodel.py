@@ -2,9 +2,9 @@
 
 Everything here is torch-free on purpose: `pixelpipe.predict` and the
 benchmark import it on machines that only have onnxruntime. The ONNX file
-carries the student's config.json (labels, render settings with seed and
-fonts, encoder shape) in `metadata_props`, so the file alone is enough to
-render and classify text exactly as training did.
+carries the student's config.json (labels, render settings, the glyph atlas,
+encoder shape) in `metadata_props`, so the file alone is enough to render and
+classify text exactly as training did.
 
 Input contract: `images` float32 [B, C, H, W] in [0, 1] (uint8 cache pixels
 / 255, ink 1.0 on 0.0); outputs `logits` [B, num_classes] and `sketches`
@@ -25,7 +25,6 @@ FORMAT = "pixelpipe.onnx/1"
 META_FORMAT = "pixelpipe.format"
 META_CONFIG = "pixelpipe.config"
 META_INPUT = "pixelpipe.input"
-META_LAYOUT = "pixelpipe.layout_engine"
 INPUT_NAME = "images"
 OUTPUT_NAMES = ("logits", "sketches")
 INPUT_DOC = "float32 [batch, channels, height, width] in [0, 1]: uint8 pixels / 255, ink 1.0 on background 0.0"
@@ -42,12 +41,9 @@ def to_input(images_u8: np.ndarray) -> np.ndarray:
     return images_u8.astype(np.float32) * np.float32(1.0 / 255.0)
 
 
-def metadata_entries(student_config: dict[str, Any], layout_engine: str | None = None) -> dict[str, str]:
+def metadata_entries(student_config: dict[str, Any]) -> dict[str, str]:
     """The metadata_props an exported model carries (all values are strings, as ONNX requires)."""
-    out = {META_FORMAT: FORMAT, META_CONFIG: json.dumps(student_config, sort_keys=True), META_INPUT: INPUT_DOC}
-    if layout_engine:
-        out[META_LAYOUT] = layout_engine
-    return out
+    return {META_FORMAT: FORMAT, META_CONFIG: json.dumps(student_config, sort_keys=True), META_INPUT: INPUT_DOC}
 
 
 def set_metadata(model: Any, entries: dict[str, str]) -> None:
@@ -101,7 +97,7 @@ def open_session(path: str | os.PathLike, threads: int | None = None):
 
 
 def read_metadata(session_or_path: Any) -> dict[str, Any]:
-    """{'config': student config dict, 'layout_engine': str | None} from a session or file."""
+    """{'config': student config dict} from a session or file; ModelFileError names what is wrong."""
     session = open_session(session_or_path) if isinstance(session_or_path, (str, os.PathLike)) else session_or_path
     props = session.get_modelmeta().custom_metadata_map
     where = getattr(session, "_model_path", None) or "the model"
@@ -112,10 +108,14 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
         config = json.loads(props[META_CONFIG])
     except json.JSONDecodeError as e:
         raise ModelFileError(f"{where}: metadata {META_CONFIG} is not valid JSON ({e})") from None
-    for key in ("labels", "render", "encoder"):
+    for key in ("labels", "render", "atlas", "encoder"):
         if key not in config:
             raise ModelFileError(f"{where}: metadata {META_CONFIG} lacks '{key}'")
-    return {"config": config, "layout_engine": props.get(META_LAYOUT)}
+    labels, classes = config["labels"], session.get_outputs()[0].shape[-1]
+    if not isinstance(labels, list) or not labels or (isinstance(classes, int) and len(labels) != classes):
+        raise ModelFileError(f"{where}: metadata has {len(labels) if isinstance(labels, list) else 'no'} labels but the "
+                             f"model outputs {classes} logits")
+    return {"config": config}
 
 
 def run_logits(session: Any, images_u8: np.ndarray, batch_size: int = 256) -> np.ndarray:

@@ -14,7 +14,7 @@ from torch import nn
 from .timing import ComponentTimer
 
 # model attribute -> part name (the record_function labels in model.py)
-PARTS = {"patch_embed": "embed", "core": "recursion", "capsules": "capsules", "sketch_norm": "capsules",
+PARTS = {"stem": "embed", "core": "recursion", "capsules": "capsules", "sketch_norm": "capsules",
          "children_proj": "capsules", "head_norm": "head", "head": "head"}
 
 

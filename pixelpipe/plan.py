@@ -16,7 +16,9 @@ process type plus analytic terms; see HOST_* below for how each was measured.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
+import unicodedata
 import json
 import math
 import os
@@ -28,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .cache import shard_count
+from .corpus import shard_count
+from .fonts import load_face
 from .model import EncoderConfig, flops_per_sample
 
 SPLITS = ("train", "val", "test")
@@ -39,39 +42,38 @@ MB = 1 << 20
 # Measured on the 2-core CPU dev machine (torch 2.13 CPU, Python 3.11) as `baseline_host_bytes`
 # (anonymous RSS when StageMeter starts, after the stage script's imports) in results/metrics/*.json
 # of the tiny config. Anonymous memory, not RSS: file-backed library pages vary with the page cache
-# (see measure.anon_rss); the constants were first fitted on RSS and moved by the measured
-# RSS - anonymous difference of each process type (77-118 MiB).
+# (see measure.anon_rss). Stages that do not need torch no longer import it (StageMeter imports it lazily).
 HOST_BASELINE = {
-    "corpus": 208_600_000,  # torch + pandas + pyarrow + Faker + PIL
-    "render": 201_200_000,  # torch + pandas + pyarrow + PIL
-    "torch": 158_400_000,  # train_teacher / encode / train_student: torch + numpy + safetensors + the model code
-    "consolidate": 158_100_000,  # torch (imported by the meter) + numpy
+    "corpus": 58_800_000,  # pandas + pyarrow
+    "render": 72_100_000,  # pandas + pyarrow + numpy + PIL + matplotlib's font paths + fontTools
+    "torch": 168_400_000,  # train_teacher / encode / train_student: torch + numpy + safetensors + the model code
+    "consolidate": 21_900_000,  # numpy
     # export_onnx / deploy_benchmark: torch + numpy + the model code (onnx, onnxscript, onnxruntime load lazily)
-    "deploy": 157_000_000,
-    "quantize": 156_500_000,  # torch (imported by the meter) + numpy; onnx/onnxruntime load lazily
+    "deploy": 153_000_000,
+    "quantize": 22_200_000,  # numpy; onnx and onnxruntime load lazily (counted in the runtime term)
+    "baseline": 197_400_000,  # torch + pandas + pyarrow
 }
 # What a stage adds over its baseline beyond the analytic terms below, measured as
-# peak_host - baseline - analytic terms on the tiny config (where the analytic terms are ~0);
-# anonymous memory only (libraries a stage loads lazily no longer count their file pages):
+# peak_host - baseline - analytic terms on the tiny config (where the analytic terms are ~0), per-row
+# and per-sample terms fitted between the tiny and the default config; anonymous memory only:
 HOST_RUNTIME = {
-    "corpus": 25_500_000,  # Faker locale providers, pyarrow write buffers
-    "corpus_row": 2_860,  # per corpus row (DataFrame, texts, bad-row checks): (default - tiny) / (9500 - 380) rows
-    "render": -6_500_000,  # fonts, pipes and queues; negative: the analytic terms slightly over-count the main process
-    "render_worker": 22_000_000,  # USS of one forked render worker (pages it copies-on-write + its fonts)
-    # a worker's USS grows as it works: garbage collection and refcounts copy the parent's heap pages
-    # (~3 KB per image it renders; fitted between the default config's train and val splits), capped by that heap
-    "render_worker_per_image": 3_000,
-    "render_worker_max": 90_000_000,
-    "train": 69_500_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
-    "encode": -3_100_000,  # inference-mode kernels; negative: the analytic output buffer over-counts slightly
-    "consolidate": -3_100_000,  # negative: the analytic one-field-of-one-shard term over-counts slightly
-    # deploy stages: one tiny run (three earlier tiny runs' peak - baseline agree within 3 MB)
+    "corpus": 43_600_000,  # Faker and its 19 locale providers, pyarrow write buffers
+    "corpus_row": 2_500,  # per corpus row (DataFrame, texts, bad-row checks): (default - tiny) / (17100 - 380) rows
+    "render": 10_500_000,  # fonts, the atlas, PIL
+    "render_text": 80,  # Python str overhead per text (object header, hash, length)
+    "render_per_char": 25,  # vectorized code point lookup: uint32 code points, int32 cells, int64 rows/positions
+    "loader_worker": 22_000_000,  # USS of one forked DataLoader worker (pages it copies-on-write)
+    "baseline": 80_000_000,  # autograd, the sparse gradient and its coalescing buffers, the optimizers
+    "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
+    "encode": 4_000_000,  # inference-mode kernels, the read-ahead thread
+    "consolidate": 0,
+    # deploy stages: one tiny run
     # onnx + onnxscript + torch.export/dynamo tracing + one onnxruntime session (the parity check)
-    "export_onnx": 161_700_000,
-    # onnxruntime + its quantization tooling (pre-processing, calibration and two accuracy sessions)
-    "quantize_onnx": 59_300_000,
+    "export_onnx": 168_600_000,
+    # onnx + onnxruntime + its quantization tooling (pre-processing, calibration and two accuracy sessions)
+    "quantize_onnx": 194_000_000,
     # onnxruntime, three forms' sessions and their profiled copies, thread pools
-    "deploy_benchmark": 27_200_000,
+    "deploy_benchmark": 45_600_000,
 }
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
 # program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and
@@ -88,11 +90,14 @@ CPU_TRAIN_TRANSIENT = 1.38
 CPU_INFER_FACTOR = 1.5
 # CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
 CUDA_RESERVED_OVERHEAD = 1.10
-# Parquet of the built-in corpus: bytes per row per character (UTF-8 of 19 scripts, snappy) and fixed bytes.
-# Least-squares fit over the six parquet files of the tiny and default configs (residuals < 2 %).
+# Parquet of the built-in corpus, for the disk preflight's estimate only (the plan proper writes the exact
+# tables to memory): bytes per character (UTF-8 of 19 scripts, snappy), per row, per file. Least-squares
+# fit over the six parquet files of the tiny and default configs (residuals < 2 %).
 PARQUET_BYTES_PER_CHAR = 1.020
 PARQUET_ROW_BYTES = 20.8
 PARQUET_FILE_BYTES = 1635
+# results/baseline/metrics.json: fixed keys and a dozen floats (an estimate; the file is ~200 bytes)
+BASELINE_METRICS_BYTES = 200
 # Seconds a torch stage spends before and after its work (imports, model load, saving).
 STAGE_STARTUP_S = 3.0
 
@@ -142,16 +147,26 @@ def safetensors_bytes(tensors: dict[str, tuple[tuple[int, ...], str, int]]) -> i
     return 8 + n + (-n % 8) + offset
 
 
-def model_tensors(cfg: EncoderConfig) -> dict[str, tuple[tuple[int, ...], str, int]]:
-    """state_dict names and shapes of TRMVisionEncoder(cfg), built on the meta device (no memory)."""
+def _meta_model(cfg: EncoderConfig):
+    """TRMVisionEncoder(cfg) on the meta device (no memory), built once per shape: the model code is
+    the one source of its parameter shapes."""
+    return _meta_model_cached(tuple(sorted(cfg.to_dict().items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _meta_model_cached(items: tuple):
     import torch
 
     from .model import TRMVisionEncoder
 
     with torch.device("meta"):
-        model = TRMVisionEncoder(cfg)
+        return TRMVisionEncoder(EncoderConfig(**dict(items)))
+
+
+def model_tensors(cfg: EncoderConfig) -> dict[str, tuple[tuple[int, ...], str, int]]:
+    """state_dict names and shapes of TRMVisionEncoder(cfg)."""
     return {k: (tuple(v.shape), str(v.dtype).removeprefix("torch."), v.element_size())
-            for k, v in model.state_dict().items()}
+            for k, v in _meta_model(cfg).state_dict().items()}
 
 
 # Parameters no loss reaches: the teacher trains on logits, the student on logits and sketches, so
@@ -161,13 +176,9 @@ UNTRAINED_PARAMS = ("children_proj.",)
 
 def param_shapes(cfg: EncoderConfig, trained_only: bool = False) -> list[tuple[int, ...]]:
     """Trainable parameter shapes in the order the engine's param_groups lists them."""
-    import torch
-
     from .engine import param_groups
-    from .model import TRMVisionEncoder
 
-    with torch.device("meta"):
-        model = TRMVisionEncoder(cfg)
+    model = _meta_model(cfg)
     names = {id(p): n for n, p in model.named_parameters()}
     return [tuple(p.shape) for g in param_groups([model], 0.0) for p in g["params"]
             if not (trained_only and names[id(p)].startswith(UNTRAINED_PARAMS))]
@@ -184,7 +195,7 @@ def activation_bytes_per_sample(cfg: EncoderConfig, act_bytes: int = 4, activati
     its contiguous copy for proj, norm2 input, its output, MLP hidden pre/post GELU; plus the stack's
     final norm input and per-row LayerNorm/softmax statistics.
     """
-    n, d, k = cfg.num_patches, cfg.dim, cfg.num_capsules
+    n, d, k = cfg.num_tokens, cfg.dim, cfg.num_capsules
     hidden = int(d * cfg.mlp_ratio)
     a = act_bytes
     stats = 2 * 4 * n + 4 * cfg.heads * n  # LayerNorm mean/rstd + attention logsumexp
@@ -197,10 +208,13 @@ def activation_bytes_per_sample(cfg: EncoderConfig, act_bytes: int = 4, activati
         recursion = grad_calls * n * d * 4 + core_call
     else:
         recursion = grad_calls * core_call
-    pixels = cfg.channels * cfg.image_height * cfg.image_width
-    embed = pixels * 4 + (pixels * a if a != 4 else 0)
+    pixels = cfg.channels * cfg.image_height * (cfg.image_width + cfg.stem_kernel[1] - cfg.cell_width)
+    embed = pixels * 4 + (pixels * a if a != 4 else 0)  # the (padded) image the stem convolution keeps
+    m = cfg.mixer_hidden
+    if m:  # local mixing: LayerNorm input and output, the convolution's output (GELU input) and the GELU output
+        embed += n * d * 4 + n * d * a + 2 * n * m * a + 2 * 4 * n
     capsules = n * d * 4 + n * d * a + n * 2 * d * a + k * d * 4 * 8 + k * 2 * d * a * 2
-    head = k * d * 4 * 2 + k * d * 2 * a
+    head = 2 * cfg.head_features * 4 + cfg.head_features * a
     return {"embed": embed, "recursion": recursion, "capsules": capsules, "head": head}
 
 
@@ -217,7 +231,7 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
     acts = activation_bytes_per_sample(encoder_cfg, a, activation_checkpointing, grad_free_cycles)
     per_sample = sum(acts.values())
-    n, d = encoder_cfg.num_patches, encoder_cfg.dim
+    n, d = encoder_cfg.num_tokens, encoder_cfg.dim
     hidden = int(d * encoder_cfg.mlp_ratio)
     out = {
         "weights": 4 * params,
@@ -262,11 +276,10 @@ ONNX_DEAD = ("children_proj.", "checksum_planes", "capsules.q.")
 ONNX_SCALARS = 4  # float scalars the exporter adds (softmax scale, GELU constants), counted in the files
 # Graph bytes besides the float data and metadata: nodes, value_info, int64 shape constants, initializer
 # headers, Q/DQ nodes and activation scales. Least-squares fit of (fixed, per block, per block call) over
-# exports and static QDQ quantizations (64 calibration images) of 7 encoder shapes with random, all-distinct
-# weights (dim 8-64, depth 1-2, 2-12 block calls; torch 2.13, onnxruntime 1.32): residuals within 0.1-0.4 %
-# (fp32) and 0.6 % (int8) of the file. The fp32 term is exact float arithmetic in every one of them; a
-# dim 128 / depth 3 export carried 16k more floats (a folded constant), 2.8 % over this count.
-ONNX_GRAPH = {"fp32": (16_817, 2_980, 4_322), "int8": (15_199, 375, 7_949)}
+# exports and static QDQ quantizations (64 calibration images) of 7 glyph-stem encoder shapes with random,
+# all-distinct weights (dim 16-64, depth 1-2, 2-12 block calls, mixer ratio 1-4; torch 2.13, onnxruntime
+# 1.32): residuals within 0.2 % of the file, fp32 and int8. Rerun: python bench/onnx_size_fit.py
+ONNX_GRAPH = {"fp32": (21_433, 2_704, 4_288), "int8": (20_547, 256, 7_949)}
 
 
 def _pb_bytes(n: int) -> int:
@@ -289,7 +302,7 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str]) -> dict[str, int]:
     weights = [s for k, s in live.items() if k.endswith(".weight") and len(s) >= 2]
     w = sum(int(np.prod(s)) for s in weights)
     channels = sum(s[0] for s in weights)
-    int32_bias = enc.dim + enc.num_classes  # patch_embed (Conv) and head (Gemm)
+    int32_bias = enc.dim + enc.mixer_hidden + enc.num_classes  # the stem and mixer convolutions and the head (Gemm)
     meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
     meta += _pb_bytes(len(("pixelpipe student; input " + INPUT_DOC).encode()))
     calls = enc.depth * enc.H_cycles * (enc.L_cycles + 1)
@@ -328,43 +341,108 @@ class StagePlan:
         return d
 
 
-def _num_classes(corpus_cfg: dict) -> int:
-    from .corpus import DEFAULT_LOCALES
+def encoder_for(cfg: dict, role: str, num_classes: int) -> EncoderConfig:
+    from .train import encoder_config
 
-    if corpus_cfg.get("path") is None:
-        return len({loc.split("_")[0] for loc in DEFAULT_LOCALES})
-    try:
-        from .corpus import _read
-
-        return int(_read(Path(corpus_cfg["path"]), [corpus_cfg["label_column"]])[corpus_cfg["label_column"]].nunique())
-    except Exception:  # the corpus rule will report the real problem
-        return 19
-
-
-def _encoder(cfg: dict, role: str, num_classes: int) -> EncoderConfig:
-    r = cfg["render"]
-    return EncoderConfig(image_height=r["height"], image_width=r["width"], channels=r["channels"],
-                         num_classes=num_classes, **cfg[role]["model"])
+    return encoder_config(cfg[role]["model"], cfg["render"], num_classes)
 
 
 def _json_len(obj: Any) -> int:
     return len(json.dumps(obj, indent=2) + "\n")
 
 
-def _render_manifest_bytes(cfg: dict, n: int, n_shards: int, shard_size: int, num_classes: int) -> int:
-    from .render import RenderSettings
+@dataclass
+class CorpusFacts:
+    """What the corpus rule will write, computed the same way: rows per split after bad rows, class ids,
+    and per split the texts, labels and ids the renderer lays out (so cache manifests and the atlas
+    are sized exactly, not estimated)."""
 
-    settings = RenderSettings.from_config(cfg["render"], seed=cfg["seed"]).to_dict()
-    shards = []
-    for s in range(n_shards):
-        lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
-        shards.append({"file": f"shard-{s:05d}.npy", "count": hi - lo, "sha256": "0" * 64,
-                       "labels": [i % num_classes for i in range(lo, hi)], "ids": [f"row-{i:06d}" for i in range(lo, hi)]})
-    return _json_len({"format": "pixelpipe.cache/1", "render": settings, "layout_engine": "raqm", "shard_size": shard_size,
-                      "count": n, "overflow": 0, "shards": shards, "images_per_s": 1234.5})
+    splits: dict[str, tuple[list[str], list[int], list[str]]]
+    num_classes: int
+    corpus_bytes: dict[str, int]  # what the corpus rule writes: parquet per split and labels.json
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {split: len(texts) for split, (texts, _, _) in self.splits.items()}
 
 
-def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> dict[str, Any]:
+def corpus_facts(cfg: dict) -> CorpusFacts:
+    """Generate the built-in corpus or read the user's (deterministic, ~2 s for the default) and drop bad rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .corpus import bad_row_counts, class_ids, corpus_rows, find_bad_rows, labels_info, split_table
+    from .io import json_text
+
+    df, locales, _ = corpus_rows(cfg["corpus"], cfg["seed"])
+    bad = find_bad_rows(df, cfg["render"]["fonts"])
+    df = df.drop(index=bad.index)
+    ids = class_ids(df["label"])
+    splits, disk = {}, {}
+    for split in SPLITS:
+        part = df[df["split"] == split]
+        splits[split] = (part["text"].tolist(), [ids[l] for l in part["label"]], part["id"].tolist())
+        sink = pa.BufferOutputStream()
+        pq.write_table(split_table(part, ids), sink)  # the exact bytes, written to memory
+        disk[f"{split}.parquet"] = sink.getvalue().size
+    info = labels_info(ids, locales, bad_row_counts(bad), {s: len(t) for s, (t, _, _) in splits.items()})
+    disk["labels.json"] = len(json_text(info).encode())
+    return CorpusFacts(splits, max(1, len(ids)), disk)
+
+
+# Distinct characters of the built-in corpus (measured: 485 at the default 17,100 rows, 363 at 380); the
+# disk preflight, which answers before the corpus exists, assumes this many for any corpus.
+ESTIMATED_GLYPHS = 485
+
+
+def estimated_corpus_facts(cfg: dict) -> CorpusFacts:
+    """Corpus facts without generating or reading the corpus, for the disk preflight: the planned split
+    sizes, texts of the built-in corpus's longest length, ESTIMATED_GLYPHS distinct characters."""
+    from .corpus import planned_split_sizes
+
+    fonts = cfg["render"]["fonts"]
+    drawable = sorted(set().union(*(load_face(f).codepoints for f in fonts)))
+    glyphs = "".join(chr(c) for c in drawable if chr(c).isprintable() and not chr(c).isspace()
+                     and unicodedata.category(chr(c))[0] in "LNP")[:ESTIMATED_GLYPHS]
+    length = cfg["corpus"]["max_chars"]
+    splits = {}
+    for split, n in planned_split_sizes(cfg["corpus"]).items():
+        texts = [(glyphs * (1 + length // len(glyphs)))[:length]] * n
+        if split == "train" and n:
+            texts[0] = glyphs  # every glyph once: the atlas gets them all
+        splits[split] = (texts, [0] * n, [f"row-{i:06d}" for i in range(n)])
+    classes = 19 if cfg["corpus"]["path"] is None else 100
+    disk = {f"{split}.parquet": int(PARQUET_FILE_BYTES + len(texts) * (length * PARQUET_BYTES_PER_CHAR + PARQUET_ROW_BYTES))
+            for split, (texts, _, _) in splits.items()}
+    disk["labels.json"] = 200 + 30 * classes
+    return CorpusFacts(splits, classes, disk)
+
+
+def _split_layouts(cfg: dict, facts: CorpusFacts) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
+    """Per split: (characters per text before truncation, the split's atlas), as render_split computes them."""
+    from .render import Renderer, RenderSettings
+
+    settings = RenderSettings.from_config(cfg["render"])
+    out = {}
+    for split, (texts, _, _) in facts.splits.items():
+        renderer = Renderer(settings)
+        _, full = renderer.layout(texts)
+        out[split] = (full, renderer.atlas.to_dict())
+    return out
+
+
+def _render_manifest_bytes(cfg: dict, facts: CorpusFacts, split: int, n_shards: int, full: np.ndarray,
+                           atlas: dict[str, Any]) -> int:
+    from .render import RenderSettings, split_manifest
+
+    _, labels, ids = facts.splits[split]
+    files = [f"shard-{s:05d}.npy" for s in range(n_shards)]
+    manifest = split_manifest(RenderSettings.from_config(cfg["render"]), cfg["render"]["shard_size"], files,
+                              ["0" * 64] * n_shards, labels, ids, full, atlas, images_per_s=12345.6)
+    return _json_len(manifest)
+
+
+def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> dict[str, Any]:
     """A stand-in for results/{role}/config.json with the real structure (labels and floats of typical length)."""
     from .render import RenderSettings
 
@@ -374,19 +452,20 @@ def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> dict
                 "total_steps": 100}
     metrics = {k: 0.123456789012345 for k in ("test_accuracy", "test_loss", "final_val_accuracy", "train_wall_s")}
     return {"encoder": enc.to_dict(), "labels": ["xx"] * labels,
-            "render": RenderSettings.from_config(cfg["render"], seed=cfg["seed"]).to_dict(), **extra,
+            "render": RenderSettings.from_config(cfg["render"]).to_dict(), "atlas": atlas,
+            "text_length": {"min_chars": 15, "max_chars": 90}, **extra,
             "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
             "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}}
 
 
-def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int) -> int:
-    return _json_len(_model_config(cfg, role, enc, labels))
+def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> int:
+    return _json_len(_model_config(cfg, role, enc, labels, atlas))
 
 
-def _onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int) -> dict[str, str]:
+def _onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> dict[str, str]:
     from .onnxmodel import metadata_entries
 
-    return metadata_entries(_model_config(cfg, "student", enc, labels), "raqm")
+    return metadata_entries(_model_config(cfg, "student", enc, labels, atlas))
 
 
 # Op types onnxruntime's profiler reports for the optimized fp32 / int8 student (fused kernels included),
@@ -452,16 +531,27 @@ def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
     return bs, max(1, round(tcfg["epochs"] * steps_per_epoch))
 
 
-def plan_workflow(cfg: dict) -> dict[str, Any]:
-    """Every stage's prediction plus the disk totals; `cfg` is a resolved config."""
-    from .corpus import planned_split_sizes  # pandas/pyarrow/Faker: imported only when planning
-    sizes = planned_split_sizes(cfg["corpus"])
+def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
+    """Every stage's prediction plus the disk totals; `cfg` is a resolved config.
+
+    exact: generate (or read) the corpus as the corpus rule will, so split sizes, cache manifests and the
+    atlas are what the stages will write; otherwise estimate them (the disk preflight, before any job).
+    """
+    from .corpus import planned_split_sizes
+    from .render import RenderSettings
+
+    facts = corpus_facts(cfg) if exact else estimated_corpus_facts(cfg)
+    sizes = facts.sizes  # rows per split after bad rows; the DAG's shard files follow the planned sizes
+    planned = planned_split_sizes(cfg["corpus"])
+    layouts = _split_layouts(cfg, facts)
+    atlas = layouts["train"][1]
     shard_size = cfg["render"]["shard_size"]
-    r = cfg["render"]
-    pixels = r["channels"] * r["height"] * r["width"]
-    classes = _num_classes(cfg["corpus"])
-    teacher = _encoder(cfg, "teacher", classes)
-    student = _encoder(cfg, "student", classes)
+    settings = RenderSettings.from_config(cfg["render"])
+    geometry, capacity = settings.shape, settings.capacity
+    pixels = int(np.prod(geometry))
+    classes = facts.num_classes
+    teacher = encoder_for(cfg, "teacher", classes)
+    student = encoder_for(cfg, "student", classes)
     report = cfg.get("report", {})
     gflops = report.get("cpu_gflops", 10.0)
     cuda = cfg["hardware"]["profile"] != "cpu"
@@ -473,31 +563,36 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
 
     # corpus
     n_all = sum(sizes.values())
-    avg_chars = (cfg["corpus"]["min_chars"] + cfg["corpus"]["max_chars"]) / 2
-    parquet = sum(PARQUET_FILE_BYTES + n * (avg_chars * PARQUET_BYTES_PER_CHAR + PARQUET_ROW_BYTES) for n in sizes.values())
-    labels_json = 200 + classes * 30
+    chars = {split: sum(map(len, texts)) for split, (texts, _, _) in facts.splits.items()}
     stages.append(StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + n_all * HOST_RUNTIME["corpus_row"],
-                            int(parquet + labels_json), samples=n_all,
-                            detail={"disk": {"parquet (estimate)": int(parquet), "labels.json": labels_json}}))
+                            sum(facts.corpus_bytes.values()), samples=n_all, detail={"disk": facts.corpus_bytes}))
+
+    # the n-gram baseline: ids of every 1-3-gram of every text (int64), the bag's weights with their
+    # gradient and Adam's two moments, one batch's bags
+    bcfg = cfg["baseline"]
+    ngrams = sum(3 * (chars[split] + len(texts)) for split, (texts, _, _) in facts.splits.items())
+    host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"], "n-gram ids": 8 * ngrams,
+            "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * classes}
+    stages.append(StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
+                            samples=sizes["train"] * bcfg["epochs"], detail={"host": host}))
 
     # render
     cache_bytes = 0
     for split in SPLITS:
         n = sizes[split]
-        n_sh = shard_count(n, shard_size)
-        shard_files = [npy_bytes((min(shard_size, max(0, n - s * shard_size)), r["channels"], r["height"], r["width"]), np.uint8)
+        n_sh = shard_count(planned[split], shard_size)
+        shard_files = [npy_bytes((min(shard_size, max(0, n - s * shard_size)), *geometry), np.uint8)
                        for s in range(n_sh)]
-        manifest = _render_manifest_bytes(cfg, n, n_sh, shard_size, classes)
+        full, split_atlas = layouts[split]
+        manifest = _render_manifest_bytes(cfg, facts, split, n_sh, full, split_atlas)
         disk = sum(shard_files) + manifest
         cache_bytes += sum(shard_files)
-        workers = r["workers"] if n_sh * shard_size > 1 and r["workers"] > 1 else 0
-        chunk = max(1, min(256, shard_size, math.ceil(max(n, 1) / (4 * max(1, r["workers"])))))
         host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
-                "shard buffer": min(n, shard_size) * pixels,
-                "chunks in flight": 2 * max(1, workers) * chunk * pixels,
-                "workers (USS)": workers * min(HOST_RUNTIME["render_worker_max"], HOST_RUNTIME["render_worker"]
-                                               + HOST_RUNTIME["render_worker_per_image"] * n // max(1, workers))}
-        stages.append(StagePlan(f"render", split, sum(host.values()), disk, samples=n,
+                "code point table": 0x110000 * 4, "cell indices": n * capacity * 4,
+                "texts (original + normalized)": 2 * n * HOST_RUNTIME["render_text"] + 2 * chars[split] * 2,
+                "vectorized lookup": chars[split] * HOST_RUNTIME["render_per_char"],
+                "shard images (one gather)": min(n, shard_size) * pixels}
+        stages.append(StagePlan("render", split, int(sum(host.values())), disk, samples=n,
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
 
     # teacher
@@ -514,7 +609,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
                 "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
                 "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
                 + mem_cpu["allocator_overhead"],
-                "loader workers (USS)": cfg["engine"]["num_workers"] * HOST_RUNTIME["render_worker"]}
+                "loader workers (USS)": cfg["engine"]["num_workers"] * HOST_RUNTIME["loader_worker"]}
         # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
         # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
         page_cache = {"cache pages (mmap, all splits)": cache_bytes, **extra_host}
@@ -524,7 +619,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
         host["eval forward"] = 0 if cuda else max(0, predict_inference_memory(enc, eval_batch, device="cpu") - mem_cpu["weights"] - host["activations"])
         host = {k: int(v) for k, v in host.items()}
         model_file = safetensors_bytes(model_tensors(enc))
-        cfg_json = _model_config_bytes(cfg, role, enc, classes)
+        cfg_json = _model_config_bytes(cfg, role, enc, classes, atlas)
         csv = _metrics_csv_bytes(tcfg["epochs"])
         ckpt = _checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
         flops = flops_per_sample(enc)
@@ -564,7 +659,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
     eb = cfg["encode"]["batch_size"]
     for split in cfg["encode"]["splits"]:
         n = sizes[split]
-        n_sh = shard_count(n, shard_size)
+        n_sh = shard_count(planned[split], shard_size)
         split_encoded = 0
         for s in range(n_sh):
             m = min(shard_size, max(0, n - s * shard_size))
@@ -606,7 +701,7 @@ def plan_workflow(cfg: dict) -> dict[str, Any]:
     # deploy: ONNX fp32 export (parity on the first val shard), int8 quantization, the deploy benchmark
     dcfg = cfg["deploy_benchmark"]
     params = sum(int(np.prod(v[0])) for v in model_tensors(student).values())
-    sizes_onnx = onnx_bytes(student, _onnx_metadata(cfg, student, classes))
+    sizes_onnx = onnx_bytes(student, _onnx_metadata(cfg, student, classes, atlas))
     fp32, int8 = sizes_onnx["fp32"], sizes_onnx["int8"]
 
     def forward(batch: int) -> int:  # live temporaries of an inference forward (torch or onnxruntime)
@@ -694,8 +789,11 @@ def free_bytes(path: str | os.PathLike) -> int:
 
 
 def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None) -> dict[str, int]:
-    """Raise DiskSpaceError if the plan's disk peak exceeds the free space; return both numbers."""
-    plan = plan_workflow(cfg)
+    """Raise DiskSpaceError if the plan's disk peak exceeds the free space; return both numbers.
+
+    Uses the estimated plan (no corpus generated or read): it must answer before the first job.
+    """
+    plan = plan_workflow(cfg, exact=False)
     need = plan["disk_peak_bytes"]
     if Path(results_dir).exists():  # what is already there is counted in the peak: do not ask for it twice
         from .measure import path_bytes

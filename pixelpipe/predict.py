@@ -4,13 +4,13 @@
     python -m pixelpipe.predict --model results/models/student.onnx --file texts.txt --json
     python -m pixelpipe.predict --model results/models/student.onnx --image a.png --image b.png
 
-Render settings (size, fonts, font sizes, padding, seed) and labels come from
-the model file's own metadata, never from the command line: a model only
-knows the pixels it was trained on. Each text is rendered with the training
-renderer; the renderer's per-row random draw (font face, size) is keyed by a
-stable hash of the text, so the same text always gives the same image and
-the same answer, whatever else is on the command line. Needs onnxruntime,
-numpy and Pillow; torch is not imported.
+Render settings (cell size, layout, fonts), the glyph atlas and the labels
+come from the model file's own metadata, never from the command line: a
+model only knows the pixels it was trained on. Each text is laid out with
+the training renderer and its cells are copied from the training atlas, so
+the image is bit for bit what training would have drawn; characters the
+atlas lacks (training never saw them) are drawn with the same fonts and
+reported. Needs onnxruntime, numpy and Pillow; torch is not imported.
 
 Bad input (empty text, characters the fonts cannot draw, a missing or
 non-pixelpipe model file, an unreadable image) ends with one line on stderr
@@ -20,7 +20,6 @@ naming the problem and exit status 2; no traceback.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -42,39 +41,42 @@ class InputError(ValueError):
 class Item:
     name: str  # what the output calls this input (the text, or the image path)
     image: np.ndarray  # uint8 [C, H, W]
-    overflow: bool = False
+    clusters: int = 0  # characters (grapheme clusters) of a text; 0 for an image
+    truncated: bool = False
 
 
-def text_key(text: str) -> int:
-    """The render key of a text: stable across runs, processes and argument order."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+def render_texts(texts: Sequence[str], config: dict[str, Any], where: Sequence[str]) -> tuple[list[Item], str]:
+    """(items, characters the training atlas lacks) rendered with the model's own settings and atlas.
 
-
-def render_texts(texts: Sequence[str], render_cfg: dict[str, Any], where: Sequence[str]) -> list[Item]:
-    """Render with the model's own settings; InputError names the first text that cannot be drawn."""
-    from .render import RenderSettings, TextRenderer
+    InputError names the first text that is empty or cannot be drawn.
+    """
+    from .atlas import GlyphAtlas, normalize, undrawable
+    from .render import Renderer, RenderSettings
 
     try:
-        renderer = TextRenderer(RenderSettings(**render_cfg))
-    except (TypeError, ValueError) as e:
-        raise onnxmodel.ModelFileError(f"the model's render settings cannot be used here: {e}") from None
-    items = []
+        settings = RenderSettings(**config["render"])
+        atlas = GlyphAtlas.from_dict(config["atlas"], settings.fonts, settings.font_size)
+    except (TypeError, ValueError, KeyError) as e:
+        raise onnxmodel.ModelFileError(f"the model's render settings or glyph atlas cannot be used: {e}") from None
     for text, loc in zip(texts, where):
-        if not text.strip():
+        if not normalize(text):
             raise InputError(f"{loc} is empty")
-        missing = renderer.missing_chars(text)
+        missing = undrawable(text, settings.fonts)
         if missing:
             raise InputError(f"{loc} has characters the model's fonts cannot draw: {missing!r}")
-        image, info = renderer.render_with_info(text, text_key(text))
-        items.append(Item(text, image, bool(info["overflow"])))
-    return items
+    images, full = Renderer(settings, atlas).render(list(texts))
+    unseen = "".join(sorted({c for cluster in atlas.drawn for c in cluster}))
+    items = [Item(t, img, int(n), bool(n > settings.capacity)) for t, img, n in zip(texts, images, full)]
+    return items, unseen
 
 
 def load_images(paths: Sequence[str], render_cfg: dict[str, Any], invert: bool) -> list[Item]:
     """Image files rendered like the cache (light ink on dark, the model's exact size)."""
     from PIL import Image, UnidentifiedImageError
 
-    h, w, c = render_cfg["height"], render_cfg["width"], render_cfg["channels"]
+    from .render import image_geometry
+
+    c, h, w = image_geometry(render_cfg)
     items = []
     for p in paths:
         try:
@@ -112,13 +114,17 @@ def classify(session: Any, labels: Sequence[str], items: list[Item], top: int, b
     if not items:
         return []
     images = np.stack([it.image for it in items])
-    probs = onnxmodel.softmax(onnxmodel.run_logits(session, images, batch_size).astype(np.float64))
+    logits = onnxmodel.run_logits(session, images, batch_size).astype(np.float64)
+    if not np.isfinite(logits).all():
+        raise onnxmodel.ModelFileError("the model produced non-finite logits (NaN or inf): its weights are broken; "
+                                       "retrain or re-export it")
+    probs = onnxmodel.softmax(logits)
     out = []
     for it, p in zip(items, probs):
         order = np.argsort(-p)[:top]
         out.append({"input": it.name, "label": labels[order[0]], "probability": float(p[order[0]]),
                     "top": [{"label": labels[j], "probability": float(p[j])} for j in order],
-                    "overflow": it.overflow})
+                    "truncated": it.truncated})
     return out
 
 
@@ -149,30 +155,28 @@ def run(argv: Sequence[str] | None = None) -> int:
         if args.top < 1:
             raise InputError("--top must be >= 1")
         session = onnxmodel.open_session(args.model, args.threads or None)
-        meta = onnxmodel.read_metadata(session)
-        config = meta["config"]
-        items = render_texts(texts, config["render"], where) + load_images(args.image, config["render"], args.invert)
+        config = onnxmodel.read_metadata(session)["config"]
+        items, unseen = render_texts(texts, config, where) if texts else ([], "")
+        items += load_images(args.image, config["render"], args.invert)
         results = classify(session, config["labels"], items, args.top)
     except (InputError, onnxmodel.ModelFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if texts:
-        from .render import layout_engine
-
-        if meta.get("layout_engine") and meta["layout_engine"] != layout_engine():
-            print(f"warning: trained with Pillow layout engine {meta['layout_engine']!r}, this Pillow has "
-                  f"{layout_engine()!r}; right-to-left scripts may render differently", file=sys.stderr)
-    shortest = config.get("text_length", {}).get("min_chars")
-    for i, r in enumerate(results):
-        if shortest and i < len(texts) and len(r["input"]) < shortest:  # texts come first, then images
-            print(f"warning: {r['input'][:40]!r} is shorter than every training text (at least {shortest} "
-                  f"characters); the model never saw an image this empty, so the prediction is unreliable",
-                  file=sys.stderr)
-        if r["overflow"]:
-            print(f"warning: {r['input'][:40]!r} does not fit the {config['render']['width']}x"
-                  f"{config['render']['height']} image; only the first lines were seen", file=sys.stderr)
+    if unseen:
+        print(f"warning: characters training never saw: {unseen!r}; they were drawn with the model's fonts, "
+              "but the model has no knowledge of them", file=sys.stderr)
+    lengths = config.get("text_length", {})
+    for item in items:
+        if not item.clusters:
+            continue
+        if lengths.get("min_chars") and item.clusters < lengths["min_chars"]:
+            print(f"warning: {item.name[:40]!r} has {item.clusters} characters, fewer than any training text or "
+                  f"window ({lengths['min_chars']}); the prediction is unreliable", file=sys.stderr)
+        if item.truncated:
+            print(f"warning: {item.name[:40]!r} has {item.clusters} characters; the model sees the first "
+                  f"{config['render']['lines'] * config['render']['line_chars']}", file=sys.stderr)
     if args.json:
-        json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
+        json.dump(results, sys.stdout, ensure_ascii=False, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
         for r in results:

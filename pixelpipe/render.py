@@ -1,68 +1,62 @@
-"""Render text to small grayscale images and write a split's cache shards.
+"""Render texts as glyph-aligned images and write a split's cache shards.
 
-Rendering must be reproducible bit for bit: the student's config stores the
-render settings so prediction re-renders exactly as training did, and a rerun
-of the DAG must write the same shards. Every random choice therefore comes
-from (settings.seed, row key) through a stable hash, never Python's salted
-hash() or global random state.
+An image is a grid of `lines x line_chars` cells of `cell_height x
+cell_width` pixels; cell k (reading order, wrapped line by line) holds the
+k-th grapheme cluster of the normalized text, copied from the glyph atlas
+(see atlas.py). Texts with more clusters than cells keep their first
+`lines * line_chars` clusters: that truncation is counted per image, per
+split (manifest) and in the run summary, never silent.
+
+Rendering is a table lookup and one gather per shard, so a split renders in
+a second or two in one process; nothing about it is random, so a rerun writes
+the same bytes and prediction renders exactly what training saw.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import hashlib
-import math
-import multiprocessing as mp
 import os
-import random
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont, features
 from tqdm import tqdm
 
 from . import io
-from .fonts import DEFAULT_FONTS, FontSet
+from .atlas import GlyphAtlas, clusters, is_plain, normalize, undrawable
+from .summary import TRUNCATION_WARN_SHARE
 
-CACHE_FORMAT = "pixelpipe.cache/1"
+CACHE_FORMAT = "pixelpipe.cache/2"
 
 
 @dataclass(frozen=True)
 class RenderSettings:
-    """Everything that changes a rendered pixel (stored in manifests and the student config)."""
+    """Everything that changes a rendered pixel (stored in manifests and the model config)."""
 
-    height: int = 32
-    width: int = 128
-    channels: int = 1
-    font_size_min: int = 10
-    font_size_max: int = 13
-    padding: int = 2
-    fonts: tuple[str, ...] = DEFAULT_FONTS
-    seed: int = 0
+    fonts: tuple[str, ...]
+    font_size: int
+    cell_height: int
+    cell_width: int
+    line_chars: int
+    lines: int
+    channels: int
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fonts", tuple(self.fonts))
         if self.channels not in (1, 3):
             raise ValueError(f"render.channels must be 1 or 3, got {self.channels}")
-        if not 0 < self.font_size_min <= self.font_size_max:
-            raise ValueError(
-                f"render.font_size_min ({self.font_size_min}) must be > 0 and <= font_size_max ({self.font_size_max})"
-            )
-        if min(self.height, self.width) <= 2 * self.padding:
-            raise ValueError(f"render.padding ({self.padding}) leaves no room in {self.height}x{self.width}")
+        if not self.fonts:
+            raise ValueError("render.fonts needs at least one font")
+        for key in ("font_size", "cell_height", "cell_width", "line_chars", "lines"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"render.{key} must be >= 1, got {getattr(self, key)}")
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], seed: int | None = None) -> "RenderSettings":
-        """Build from the config's `render` section; other keys there (shard_size, workers) are ignored."""
-        names = [f.name for f in dataclasses.fields(cls) if f.name != "seed"]
-        kwargs = {k: cfg[k] for k in names if k in cfg and cfg[k] is not None}
-        kwargs["seed"] = int(seed if seed is not None else cfg.get("seed", 0))
-        return cls(**kwargs)
+    def from_config(cls, section: dict[str, Any]) -> "RenderSettings":
+        """Build from the config's `render` section (its other keys, e.g. shard_size, are not pixels)."""
+        return cls(**{f.name: section[f.name] for f in dataclasses.fields(cls)})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; `RenderSettings(**d)` round-trips it."""
@@ -70,135 +64,92 @@ class RenderSettings:
         d["fonts"] = list(self.fonts)
         return d
 
+    @property
+    def height(self) -> int:
+        return self.lines * self.cell_height
 
-def layout_engine() -> str:
-    """Pillow's text layout engine here: "raqm" shapes Arabic/Hebrew (RTL, joining), "basic" does not."""
-    return "raqm" if features.check("raqm") else "basic"
+    @property
+    def width(self) -> int:
+        return self.line_chars * self.cell_width
 
+    @property
+    def capacity(self) -> int:
+        """Clusters an image holds; longer texts are truncated to this many."""
+        return self.lines * self.line_chars
 
-def _stable_seed(*parts: object) -> int:
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "little")
-
-
-def _wrap(text: str, font: ImageFont.FreeTypeFont, max_width: float) -> list[str]:
-    """Greedy word wrap; a word wider than a line is broken between characters."""
-    lines: list[str] = []
-    for paragraph in text.split("\n"):
-        current = ""
-        for word in paragraph.split():
-            candidate = f"{current} {word}" if current else word
-            if font.getlength(candidate) <= max_width:
-                current = candidate
-                continue
-            if current:
-                lines.append(current)
-            current = ""
-            for ch in word:
-                if current and font.getlength(current + ch) > max_width:
-                    lines.append(current)
-                    current = ""
-                current += ch
-        if current:
-            lines.append(current)
-    return lines
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.channels, self.height, self.width)
 
 
-class TextRenderer:
-    """Draws text with the configured fonts; build one per process and reuse it."""
+def image_geometry(render: dict[str, Any]) -> tuple[int, int, int]:
+    """(channels, height, width) of a `render` settings dict (a manifest's or a model's)."""
+    s = RenderSettings(**render)
+    return s.shape
 
-    def __init__(self, settings: RenderSettings) -> None:
+
+class Renderer:
+    """Lays texts out as cluster indices into an atlas and copies the atlas cells into images."""
+
+    def __init__(self, settings: RenderSettings, atlas: GlyphAtlas | None = None) -> None:
         self.settings = settings
-        self.fontset = FontSet(settings.fonts)
-        self._fonts: dict[tuple[int, int], ImageFont.FreeTypeFont] = {}
+        self.atlas = atlas or GlyphAtlas(settings.fonts, settings.font_size, settings.cell_height, settings.cell_width)
+        # code point -> cell index for one-character clusters (-1: not looked up yet)
+        self._by_codepoint = np.full(0x110000, -1, np.int32)
+        for cluster, i in self.atlas.index.items():
+            if len(cluster) == 1:
+                self._by_codepoint[ord(cluster)] = i
 
-    def _font(self, face: int, size: int) -> ImageFont.FreeTypeFont:
-        key = (face, size)
-        if key not in self._fonts:
-            self._fonts[key] = ImageFont.truetype(str(self.fontset.faces[face].path), size)
-        return self._fonts[key]
+    def _codepoint_cells(self, codepoints: np.ndarray) -> np.ndarray:
+        cells = self._by_codepoint[codepoints]
+        for cp in np.unique(codepoints[cells < 0]):
+            self._by_codepoint[cp] = self.atlas.lookup(chr(cp))
+        return self._by_codepoint[codepoints] if (cells < 0).any() else cells
 
-    def missing_chars(self, text: str) -> str:
-        return self.fontset.missing_chars(text)
+    def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]).
 
-    def render_with_info(self, text: str, key: int) -> tuple[np.ndarray, dict[str, Any]]:
-        """Render `text` as uint8 [C, H, W] (ink 255 on 0) plus {font, size, lines, overflow}."""
+        Texts without combining marks (nearly all) go through one vectorized
+        code point lookup; the others are split into clusters one by one.
+        """
+        cap = self.settings.capacity
+        out = np.zeros((len(texts), cap), np.int32)
+        full = np.zeros(len(texts), np.int64)
+        normal = [normalize(t) for t in texts]
+        plain = [i for i, t in enumerate(normal) if is_plain(t)]
+        if plain:
+            lens = np.fromiter((len(normal[i]) for i in plain), np.int64, len(plain))
+            codepoints = np.frombuffer("".join(normal[i] for i in plain).encode("utf-32-le"), np.uint32)
+            cells = self._codepoint_cells(codepoints)
+            rows = np.repeat(np.asarray(plain), lens)
+            pos = np.arange(len(codepoints)) - np.repeat(np.cumsum(lens) - lens, lens)
+            keep = pos < cap
+            out[rows[keep], pos[keep]] = cells[keep]
+            full[plain] = lens
+        for row in sorted(set(range(len(texts))) - set(plain)):
+            cl = clusters(normal[row])
+            full[row] = len(cl)
+            out[row, : min(cap, len(cl))] = [self.atlas.lookup(c) for c in cl[:cap]]
+        return out, full
+
+    def images(self, indices: np.ndarray) -> np.ndarray:
+        """uint8 [N, C, H, W] from cluster indices [N, capacity].
+
+        Each cell row (cell_width bytes) is gathered as one element, straight into
+        the image's layout [N, line, pixel row, cell]: one gather, no copy after it.
+        """
         s = self.settings
-        faces = self.fontset.faces_for(text)
-        if not faces:
-            raise ValueError(f"fonts {list(s.fonts)} cannot draw characters {self.missing_chars(text)!r}")
-        rng = random.Random(_stable_seed(s.seed, key))
-        face = rng.choice(faces)
-        size = rng.randint(s.font_size_min, s.font_size_max)
-        inner_w, inner_h = s.width - 2 * s.padding, s.height - 2 * s.padding
-        while True:
-            font = self._font(face, size)
-            ascent, descent = font.getmetrics()
-            line_h = ascent + descent
-            lines = _wrap(text, font, inner_w)
-            if len(lines) * line_h <= inner_h or size <= s.font_size_min:
-                break
-            size -= 1
-        fit = max(1, inner_h // line_h)
-        overflow = len(lines) > fit
-        lines = lines[:fit]
+        n = len(indices)
+        rows = np.ascontiguousarray(self.atlas.cells).view(np.dtype((np.void, s.cell_width)))[..., 0]  # [G, ch]
+        pixel_rows = np.arange(s.cell_height)[None, None, :, None]
+        gathered = np.ascontiguousarray(rows.T)[pixel_rows, indices.reshape(n, s.lines, 1, s.line_chars)]
+        gray = gathered.view(np.uint8).reshape(n, 1, s.height, s.width)
+        return np.ascontiguousarray(np.repeat(gray, 3, axis=1)) if s.channels == 3 else gray
 
-        img = Image.new("L", (s.width, s.height), 0)
-        draw = ImageDraw.Draw(img)
-        for i, line in enumerate(lines):
-            draw.text((s.padding, s.padding + i * line_h), line, fill=255, font=font)
-        arr = np.asarray(img, dtype=np.uint8)[None]
-        if s.channels == 3:
-            arr = np.repeat(arr, 3, axis=0)
-        info = {"font": s.fonts[face], "size": size, "lines": lines, "overflow": overflow}
-        return np.ascontiguousarray(arr), info
-
-    def render(self, text: str, key: int) -> np.ndarray:
-        return self.render_with_info(text, key)[0]
-
-
-# --- split rendering ---------------------------------------------------------------
-
-_WORKER_RENDERER: TextRenderer | None = None
-
-
-def _init_worker(settings: RenderSettings) -> None:
-    global _WORKER_RENDERER
-    _WORKER_RENDERER = TextRenderer(settings)
-
-
-def _render_rows(renderer: TextRenderer, texts: list[str], start: int) -> tuple[np.ndarray, int]:
-    s = renderer.settings
-    out = np.empty((len(texts), s.channels, s.height, s.width), dtype=np.uint8)
-    overflow = 0
-    for j, text in enumerate(texts):
-        try:
-            out[j], info = renderer.render_with_info(text, start + j)
-        except ValueError as e:
-            raise ValueError(f"row {start + j}: {e}") from None
-        overflow += info["overflow"]
-    return out, overflow
-
-
-def _render_rows_in_worker(texts: list[str], start: int) -> tuple[np.ndarray, int]:
-    assert _WORKER_RENDERER is not None
-    return _render_rows(_WORKER_RENDERER, texts, start)
-
-
-def _ordered_results(pool: ProcessPoolExecutor, tasks: Iterable[tuple], depth: int) -> Iterator[Any]:
-    """Like pool.map, but keeps at most `depth` chunks in flight so memory stays bounded."""
-    pending: collections.deque = collections.deque()
-    it = iter(tasks)
-    for task in it:
-        pending.append(pool.submit(_render_rows_in_worker, *task))
-        if len(pending) >= depth:
-            break
-    while pending:
-        done = pending.popleft().result()
-        nxt = next(it, None)
-        if nxt is not None:
-            pending.append(pool.submit(_render_rows_in_worker, *nxt))
-        yield done
+    def render(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(images uint8 [N, C, H, W], clusters per text before truncation [N]) for `texts`."""
+        indices, full = self.layout(texts)
+        return self.images(indices), full
 
 
 def render_split(
@@ -209,15 +160,17 @@ def render_split(
     shard_paths: Sequence[Path],
     manifest_path: Path,
     shard_size: int,
-    workers: int,
     progress: bool = True,
     desc: str = "render",
+    log: Any = None,
 ) -> dict[str, Any]:
     """Render one split into fixed shard files plus a manifest; return the manifest.
 
-    Row i gets key i and goes to shard i // shard_size. The shard paths are
-    fixed up front by the DAG, so trailing shards may be short or empty (rows
-    dropped upstream); empty shards are still written as [0, C, H, W].
+    Row i goes to shard i // shard_size. The shard paths are fixed up front by
+    the DAG, so trailing shards may be short or empty (rows dropped upstream);
+    empty shards are still written as [0, C, H, W]. The manifest carries the
+    split's atlas (every cluster it used), per-row cluster counts (the training
+    windows need them) and how many texts were truncated.
     """
     texts, labels, ids = list(texts), [int(x) for x in labels], [x if isinstance(x, str) else int(x) for x in ids]
     n = len(texts)
@@ -227,59 +180,49 @@ def render_split(
         raise ValueError("need at least one shard path and shard_size >= 1")
     if n > len(shard_paths) * shard_size:
         raise ValueError(f"{n} rows do not fit in {len(shard_paths)} shards of {shard_size}")
-
     manifest_path = Path(manifest_path)
-    workers = max(1, int(workers))
-    chunk = max(1, min(256, shard_size, math.ceil(n / (4 * workers))))
-    bounds = [(min(s * shard_size, n), min((s + 1) * shard_size, n)) for s in range(len(shard_paths))]
-    tasks = [(texts[a : min(a + chunk, hi)], a) for lo, hi in bounds for a in range(lo, hi, chunk)]
-    C, H, W = settings.channels, settings.height, settings.width
-
+    renderer = Renderer(settings)
     t0 = time.perf_counter()
-    overflow = 0
-    shards = []
-    pool = None
-    if workers > 1 and len(tasks) > 1:
-        # fork, not spawn: spawn re-imports __main__, which re-runs a Snakemake script body.
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(settings,))
-        results = _ordered_results(pool, tasks, depth=2 * workers)
-    else:
-        renderer = TextRenderer(settings)
-        results = (_render_rows(renderer, *task) for task in tasks)
     try:
-        with tqdm(total=n, unit="img", desc=desc, disable=not progress) as bar:
-            for path, (lo, hi) in zip(shard_paths, bounds):
-                images = np.empty((hi - lo, C, H, W), dtype=np.uint8)
-                for a in range(lo, hi, chunk):
-                    block, n_over = next(results)
-                    images[a - lo : a - lo + len(block)] = block
-                    overflow += n_over
-                    bar.update(len(block))
-                io.save_npy(path, images)
-                shards.append(
-                    {
-                        "file": os.path.relpath(path, manifest_path.parent),
-                        "count": hi - lo,
-                        "sha256": io.sha256_file(path),
-                        "labels": labels[lo:hi],
-                        "ids": ids[lo:hi],
-                    }
-                )
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        indices, full = renderer.layout(texts)
+    except ValueError as e:
+        bad = next(i for i, t in enumerate(texts) if undrawable(t, settings.fonts))
+        raise ValueError(f"row {bad}: {e}") from None
+    sha256s = []
+    with tqdm(total=n, unit="img", desc=desc, disable=not progress) as bar:
+        for s, path in enumerate(shard_paths):
+            lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
+            io.save_npy(path, renderer.images(indices[lo:hi]))
+            sha256s.append(io.sha256_file(path))
+            bar.update(hi - lo)
     elapsed = time.perf_counter() - t0
-
-    manifest = {
-        "format": CACHE_FORMAT,
-        "render": settings.to_dict(),
-        "layout_engine": layout_engine(),
-        "shard_size": shard_size,
-        "count": n,
-        "overflow": overflow,
-        "shards": shards,
-        "images_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
-    }
+    files = [os.path.relpath(p, manifest_path.parent) for p in shard_paths]
+    manifest = split_manifest(settings, shard_size, files, sha256s, labels, ids, full, renderer.atlas.to_dict(),
+                              round(n / elapsed, 1))
+    if log is not None and n and manifest["truncated_share"] > TRUNCATION_WARN_SHARE:
+        log(f"warning: {manifest['truncated']} of {n} texts ({100 * manifest['truncated_share']:.1f} %) have more "
+            f"than {settings.capacity} characters and were truncated; raise render.line_chars or render.lines")
     io.write_json(manifest_path, manifest)
     return manifest
+
+
+def split_manifest(settings: RenderSettings, shard_size: int, files: Sequence[str], sha256s: Sequence[str],
+                   labels: Sequence[int], ids: Sequence[str | int], full: np.ndarray, atlas: dict[str, Any],
+                   images_per_s: float) -> dict[str, Any]:
+    """The manifest of one rendered split: what render_split writes and what the planner sizes.
+
+    `full` holds each text's characters before truncation; the manifest keeps the truncated
+    lengths per row (training windows need them) and how many texts were truncated.
+    """
+    n = len(full)
+    lengths = np.minimum(full, settings.capacity)
+    shards = []
+    for s, (file, sha) in enumerate(zip(files, sha256s)):
+        lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
+        shards.append({"file": file, "count": hi - lo, "sha256": sha, "labels": list(labels[lo:hi]),
+                       "ids": list(ids[lo:hi]), "lengths": lengths[lo:hi].tolist()})
+    n_truncated = int((np.asarray(full) > settings.capacity).sum())
+    return {"format": CACHE_FORMAT, "render": settings.to_dict(), "shard_size": shard_size, "count": n,
+            "truncated": n_truncated, "truncated_share": n_truncated / n if n else 0.0,
+            "longest_clusters": int(np.max(full, initial=0)), "shards": shards, "images_per_s": images_per_s,
+            "atlas": atlas}

@@ -1,7 +1,8 @@
 """Memory and time reports: every stage's prediction against its measurement, with plots.
 
-Inputs are only files the stages already wrote: results/metrics/{rule}/{name}.json
-(StageMeter: measured figures plus the planner's `predicted` block),
+Inputs are only files the stages already wrote: results/plan.json (the
+planner's predictions, made once before the stages ran),
+results/metrics/{rule}/{name}.json (StageMeter: what each stage measured),
 benchmarks/{rule}/{name}.tsv (Snakemake's own benchmark:), and
 results/{teacher,student}/metrics.csv. Every number is labelled as measured
 or predicted; error % = (predicted - measured) / measured.
@@ -19,9 +20,11 @@ from typing import Any
 import psutil
 
 from .io import read_json, write_json, write_text
-from .plan import fmt_bytes, plan_workflow
+from .plan import fmt_bytes
+from .summary import summary_markdown_lines
 
-RULE_ORDER = ["corpus", "render", "train_teacher", "encode", "consolidate", "train_student"]
+RULE_ORDER = ["corpus", "baseline", "render", "train_teacher", "encode", "consolidate", "train_student",
+              "export_onnx", "quantize_onnx", "deploy_benchmark"]
 # resource -> (label, unit kind)
 RESOURCES = {
     "peak_host_bytes": ("peak host RAM (main anonymous RSS + workers' USS)", "bytes"),
@@ -99,8 +102,7 @@ def compare(metrics: list[dict], plan: dict) -> list[dict]:
     planned = {s["key"]: s for s in plan["stages"]}
     rows = []
     for m in metrics:
-        pred = m.get("predicted") if isinstance(m.get("predicted"), dict) and "error" not in m["predicted"] else None
-        pred = pred or planned.get(m["key"], {})
+        pred = planned.get(m["key"], {})
         row = {"key": m["key"], "rule": m["rule"], "name": m["name"], "resources": {}}
         for res in list(RESOURCES) + ["wall_s"]:
             if res in m or res in pred:
@@ -144,7 +146,7 @@ def _fmt_err(e: float | None) -> str:
 
 
 def memory_markdown(rows: list[dict], plan: dict, machine: str, tolerance: float) -> str:
-    lines = [f"# Memory and disk: predicted vs measured", "",
+    lines = ["# Memory and disk: predicted vs measured", "",
              f"Measured on: {machine}. Predicted: `pixelpipe.plan` from the config alone, before the stage ran. "
              f"Error = (predicted - measured) / measured; goal ±{tolerance:.0f} %.", "",
              "| stage | resource | predicted | measured | error |", "|---|---|---|---|---|"]
@@ -339,12 +341,7 @@ def summary_markdown(rows: list[dict], metrics: list[dict], plan: dict, machine:
              f"- stages measured: {len(metrics)} ({', '.join(sorted({m['rule'] for m in metrics}, key=_rule_key))})",
              f"- summed stage wall time (measured): {total_wall:.1f} s",
              f"- predicted disk peak (upper bound): {fmt_bytes(plan['disk_peak_bytes'])}", ""]
-    for role in ("teacher", "student"):
-        cfg = results / role / "config.json"
-        if cfg.exists():
-            m = read_json(cfg).get("metrics", {})
-            if m.get("test_accuracy") is not None:
-                lines.append(f"- {role}: test accuracy {m['test_accuracy']:.4f} (measured), {m.get('parameters', 0):,} parameters")
+    lines += ["## Models (measured on the test split)", "", *summary_markdown_lines(results), ""]
     lines += ["", f"## Largest prediction error per resource (goal ±{tolerance:.0f} %)", "",
               "| resource | largest error | stage | within goal |", "|---|---|---|---|"]
     for res, (e, key) in worst.items():
@@ -355,11 +352,11 @@ def summary_markdown(rows: list[dict], metrics: list[dict], plan: dict, machine:
     return "\n".join(lines)
 
 
-def write_reports(results: str | os.PathLike, cfg: dict, out_dir: str | os.PathLike, root: str | os.PathLike = ".",
+def write_reports(results: str | os.PathLike, plan: dict, out_dir: str | os.PathLike, root: str | os.PathLike = ".",
                   tolerance: float = 15.0) -> dict:
+    """`plan` is what pixelpipe.plan predicted (results/plan.json); `results` holds every stage's metrics."""
     results, out, root = Path(results), Path(out_dir), Path(root)
     out.mkdir(parents=True, exist_ok=True)
-    plan = plan_workflow(cfg)
     metrics = load_metrics(results)
     rows = compare(metrics, plan)
     disk = disk_over_dag(metrics, plan)

@@ -19,7 +19,8 @@ from .cache import CacheDataset, CacheSplit
 from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from .consolidate import open_dataset
 from .distill import ClassificationObjective, DistillationObjective
-from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, output_affecting
+from .config import output_affecting
+from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
 from .hardware import DeviceInfo, detect_device
 from .io import read_json, sha256_file, write_text
 from .parts import PartTimer
@@ -29,16 +30,29 @@ METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_p
 
 
 def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
-    return EncoderConfig(
-        image_height=render_settings["height"], image_width=render_settings["width"],
-        channels=render_settings["channels"], num_classes=num_classes, **model_cfg,
-    )
+    """The encoder for a `{role}.model` section and the render settings its images were drawn with."""
+    r = render_settings
+    return EncoderConfig(channels=r["channels"], cell_height=r["cell_height"], cell_width=r["cell_width"],
+                         lines=r["lines"], line_chars=r["line_chars"], num_classes=num_classes, **model_cfg)
 
 
-def text_length(cfg: dict) -> dict:
-    """The text lengths the model saw, so predict can warn about inputs far outside them."""
-    c = cfg["corpus"]
-    return {"max_chars": c["max_chars"], **({"min_chars": c["min_chars"]} if c["path"] is None else {})}
+def text_length(train_cfg: dict, manifest: dict) -> dict:
+    """The text lengths training saw, so predict warns only about inputs truly outside them.
+
+    min_chars: the shortest training window (or the shortest training text, without windows);
+    max_chars: what the layout holds (longer texts are truncated, in training as in predict).
+    """
+    lengths = [n for s in manifest["shards"] for n in s["lengths"]]
+    shortest = min(lengths, default=0)
+    if train_cfg["window_prob"] > 0:
+        shortest = min(shortest, train_cfg["window_min_chars"])
+    return {"min_chars": int(shortest), "max_chars": int(max(lengths, default=0))}
+
+
+def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> dict:
+    """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths."""
+    return {"labels": labels, "render": train_split.render_settings, "atlas": train_split.manifest["atlas"],
+            "text_length": text_length(role_cfg["train"], train_split.manifest)}
 
 
 def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
@@ -195,7 +209,7 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
     return _train_and_save(
         "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
         CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=1, every_steps=200, threads=threads,
-        extra_config={"labels": labels, "render": train_split.render_settings, "text_length": text_length(cfg)},
+        extra_config=model_extras(cfg["teacher"], labels, train_split),
         log=log, engine=engine, info=info,
         device=device, profile_dir=profile_dir,
     )
@@ -225,7 +239,7 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     result, summary = _train_and_save(
         "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),
         out_dir, ckpt_dir, keep_last=ck["keep_last"], every_steps=ck["every_steps"], threads=threads,
-        extra_config={"labels": labels, "render": train_split.render_settings, "text_length": text_length(cfg),
+        extra_config={**model_extras(cfg["student"], labels, train_split),
                       "teacher": {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
                                   "sha256": sha256_file(teacher_dir / "model.safetensors")}},
         log=log, engine=engine, info=info, device=device, profile_dir=profile_dir,

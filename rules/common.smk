@@ -1,14 +1,13 @@
-# Config validation and the small helpers the rules are wired with.
+# Config validation and the small helpers the rules are wired with. Parsing imports no torch and runs no
+# planner (`snakemake -n` and `--lint` stay fast and touch no device); the planner runs in the `plan` rule
+# and, for the disk preflight, once in the main process when a run starts (onstart).
 import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from pixelpipe.cache import shard_count
-from pixelpipe.config import ConfigError, resolve_config
-from pixelpipe.engine import output_affecting
-from pixelpipe.corpus import SPLITS, planned_split_sizes
-from pixelpipe.plan import DiskSpaceError, check_disk
+from pixelpipe.config import ConfigError, output_affecting, resolve_config
+from pixelpipe.corpus import SPLITS, planned_split_sizes, shard_count
 from pixelpipe.summary import accuracy_summary
 
 try:
@@ -18,14 +17,6 @@ except ConfigError as err:
 config.clear()
 config.update(_resolved)
 validate(config, "config.schema.yaml")
-
-# Disk preflight: refuse to start when the planner's disk peak does not fit
-# (PIXELPIPE_FREE_BYTES overrides the free-space figure, for tests).
-if config["report"]["disk_preflight"]:
-    try:
-        check_disk(config, "results")
-    except DiskSpaceError as err:
-        raise WorkflowError(f"pixelpipe: {err}") from None
 
 SPLIT_SIZES = planned_split_sizes(config["corpus"])
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
@@ -62,7 +53,7 @@ def cache_inputs(splits=SPLITS):
 def all_metrics_files():
     """Every job's StageMeter JSON: what the report compares against the plan."""
     files = ["results/metrics/corpus/all.json", "results/metrics/train_teacher/teacher.json",
-             "results/metrics/train_student/student.json"]
+             "results/metrics/train_student/student.json", "results/metrics/baseline/baseline.json"]
     files += [f"results/metrics/render/{split}.json" for split in SPLITS]
     for split in ENCODED_SPLITS:
         files += [f"results/metrics/encode/{split}-{i:05d}.json" for i in range(N_SHARDS[split])]
@@ -76,7 +67,24 @@ def engine_params():
 
 
 def render_params():
-    return {k: v for k, v in config["render"].items() if k != "workers"}
+    return {k: v for k, v in config["render"].items() if k != "shard_size"}
+
+
+def corpus_file():
+    """The user's corpus file (an input: editing it reruns what depends on it), or nothing for the built-in one."""
+    return [config["corpus"]["path"]] if config["corpus"]["path"] else []
+
+
+def disk_preflight():
+    """Refuse to start when the planner's disk peak does not fit ($PIXELPIPE_FREE_BYTES overrides the free space)."""
+    if not config["report"]["disk_preflight"]:
+        return
+    from pixelpipe.plan import DiskSpaceError, check_disk
+
+    try:
+        check_disk(config, "results")
+    except DiskSpaceError as err:
+        raise WorkflowError(f"pixelpipe: {err}") from None
 
 
 def print_accuracy_summary():

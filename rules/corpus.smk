@@ -1,4 +1,6 @@
 rule corpus:
+    input:
+        corpus_file(),
     output:
         train="results/corpus/train.parquet",
         val="results/corpus/val.parquet",

@@ -12,10 +12,8 @@ for _split in SPLITS:
             metrics=f"results/metrics/render/{_split}.json",
         params:
             render=render_params(),
-            seed=config["seed"],
             shard_size=config["render"]["shard_size"],
             split=_split,
-        threads: config["render"]["workers"]
         log:
             f"logs/render/{_split}.log",
         benchmark:

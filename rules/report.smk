@@ -1,8 +1,27 @@
 # Reports: every stage's prediction against its measurement, time per rule, training curves.
 
 
+rule plan:
+    input:
+        corpus_file(),
+    output:
+        "results/plan.json",
+    params:
+        # the whole config: the plan predicts every stage, so any change re-plans (cheap; nothing else reruns)
+        config=config,
+    log:
+        "logs/plan/plan.log",
+    benchmark:
+        "benchmarks/plan/plan.tsv"
+    conda:
+        "../envs/torch.yaml"
+    script:
+        "../workflow_scripts/plan.py"
+
+
 rule report:
     input:
+        plan="results/plan.json",
         metrics=all_metrics_files(),
         teacher_csv="results/teacher/metrics.csv",
         student_csv="results/student/metrics.csv",

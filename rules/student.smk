@@ -1,7 +1,7 @@
 rule train_student:
     input:
         cache=cache_inputs(),
-        dataset=expand("results/dataset/{split}/manifest.json", split=ENCODED_SPLITS),
+        dataset="results/dataset/train/manifest.json",
         teacher=TEACHER_FILES,
         labels="results/corpus/labels.json",
     output:

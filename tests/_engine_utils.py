@@ -14,8 +14,14 @@ from pixelpipe.model import EncoderConfig, TRMVisionEncoder
 # The tests' models are tiny: one thread avoids spin-wait oversubscription on a shared, busy CPU.
 torch.set_num_threads(1)
 
-TINY = dict(image_height=16, image_width=32, channels=1, patch_size=8, dim=16, depth=1, heads=2,
-            mlp_ratio=1.0, H_cycles=2, L_cycles=2, num_capsules=2, num_classes=3)
+# 16 x 32 images: one line of 4 cells of 16 x 8
+TINY = dict(channels=1, cell_height=16, cell_width=8, lines=1, line_chars=4, stem="pair", mixer_kernel=3,
+            mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2, mlp_ratio=1.0, H_cycles=2, L_cycles=2,
+            num_capsules=2, num_classes=3)
+
+
+def encoder_config(**overrides) -> EncoderConfig:
+    return EncoderConfig(**{**TINY, **overrides})
 
 
 class ToyImages(Dataset):
@@ -33,7 +39,7 @@ class ToyImages(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> dict:
-        item = {"image": self.images[i], "label": self.labels[i], "index": i}
+        item = {"image": self.images[i], "label": self.labels[i], "length": torch.tensor(4), "index": i}
         if self.with_pid:
             item["pid"] = torch.tensor(os.getpid())
         return item
@@ -41,11 +47,12 @@ class ToyImages(Dataset):
 
 def tiny_model(seed: int = 0, **overrides) -> TRMVisionEncoder:
     torch.manual_seed(seed)
-    return TRMVisionEncoder(EncoderConfig(**{**TINY, **overrides}))
+    return TRMVisionEncoder(encoder_config(**overrides))
 
 
 def train_settings(batch_size: int = 8, epochs: float = 1.0, **kw) -> TrainSettings:
-    base = dict(epochs=epochs, batch_size=batch_size, lr=3e-3, weight_decay=0.05, warmup_fraction=0.1, grad_clip=1.0)
+    base = dict(epochs=epochs, batch_size=batch_size, lr=3e-3, weight_decay=0.05, warmup_fraction=0.1, grad_clip=1.0,
+                label_smoothing=0.0, window_prob=0.0, window_min_chars=1)
     return TrainSettings(**{**base, **kw})
 
 
@@ -54,10 +61,10 @@ def engine_settings(**kw) -> EngineSettings:
 
 
 def make_trainer(data: Dataset, batch_size: int = 8, epochs: float = 1.0, seed: int = 0, objective=None,
-                 engine: EngineSettings | None = None, **kw) -> Trainer:
+                 engine: EngineSettings | None = None, train: dict | None = None, **kw) -> Trainer:
     return Trainer(tiny_model(seed), objective or ClassificationObjective(), data, None,
-                   train_settings(batch_size, epochs), engine or engine_settings(), torch.device("cpu"),
-                   seed=seed, log=lambda m: None, **kw)
+                   train_settings(batch_size, epochs, **(train or {})), engine or engine_settings(),
+                   torch.device("cpu"), seed=seed, log=lambda m: None, **kw)
 
 
 def state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -77,7 +77,7 @@ def test_budget_too_small_names_the_problem():
 
 def test_real_cpu_measurement_fits_and_leaves_the_model_alone():
     """Real forward+backward on CPU, measured as growth of the peak resident set."""
-    model = tiny_model(dim=64, heads=4, image_height=32, image_width=64, mlp_ratio=2.0)
+    model = tiny_model(dim=64, heads=4, lines=2, line_chars=8, mlp_ratio=2.0)
     objective = ClassificationObjective()
     g = torch.Generator().manual_seed(0)
 

@@ -6,8 +6,9 @@ from safetensors.torch import load_file
 from pixelpipe.checkpoint import (list_checkpoints, load_model, load_training_state, rotate_checkpoints, save_model,
                                   save_training_state)
 from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+from tests._engine_utils import encoder_config
 
-CFG = EncoderConfig(image_height=16, image_width=16, patch_size=8, dim=8, heads=2, num_capsules=2, num_classes=3)
+CFG = encoder_config(line_chars=2, dim=8)
 
 
 def _trained_optimizer(model):

@@ -21,7 +21,10 @@ def test_repo_config_and_tiny_config_are_valid():
     ({"engine": {"compile": "fast"}}, "engine.compile"),
     ({"teacher": {"modle": {}}}, "modle"),
     ({"corpus": {"splits": {"train": 0.5, "val": 0.1, "test": 0.1}}}, "corpus.splits"),
-    ({"render": {"height": 30}}, "render.height"),
+    ({"render": {"height": 30}}, "height"),
+    ({"render": {"fonts": ["../../etc/passwd"]}}, "render.fonts.0"),
+    ({"render": {"font_size": 20}}, "render.font_size"),
+    ({"teacher": {"model": {"mixer_kernel": 4}}}, "teacher.model.mixer_kernel"),
     ({"student": {"model": {"num_capsules": 7}}}, "num_capsules"),
 ])
 def test_bad_config_names_the_key(bad, key):
@@ -33,13 +36,13 @@ def test_user_keys_win_over_the_profile():
     cfg = resolve_config({"hardware": {"profile": "h100"}, "teacher": {"model": {"dim": 384}}})
     assert cfg["teacher"]["model"]["dim"] == 384
     assert cfg["teacher"]["model"]["depth"] == 2  # from the profile
-    assert cfg["render"]["height"] == 224
+    assert cfg["render"]["lines"] == 4
 
 
 def test_profile_applies_through_the_repo_config():
     """config.yaml must not pin model sizes, or a GPU profile could never apply."""
     cfg = load_config("config.yaml", {"hardware": {"profile": "h100"}})
     assert cfg["teacher"]["model"]["dim"] == 768 and cfg["teacher"]["model"]["L_cycles"] == 3
-    assert cfg["render"]["height"] == 224 and cfg["teacher"]["model"]["patch_size"] == 16
+    assert cfg["render"]["lines"] == 4 and cfg["render"]["line_chars"] == 104 and cfg["corpus"]["max_chars"] == 400
     cpu = load_config("config.yaml")
-    assert cpu["teacher"]["model"]["dim"] < 768 and cpu["render"]["height"] == 32
+    assert cpu["teacher"]["model"]["dim"] < 768 and cpu["render"]["lines"] == 1 and cpu["render"]["line_chars"] == 96

@@ -51,10 +51,10 @@ def test_encode_writes_what_the_model_computes(tmp_path):
     import torch
 
     from pixelpipe.encode import encode_shard, pack_bits
-    from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+    from pixelpipe.model import TRMVisionEncoder
+    from tests._engine_utils import encoder_config
 
-    model = TRMVisionEncoder(EncoderConfig(image_height=16, image_width=16, patch_size=8, dim=16, heads=2,
-                                           num_capsules=2, num_classes=3)).eval()
+    model = TRMVisionEncoder(encoder_config(line_chars=2)).eval()
     images = np.random.default_rng(0).integers(0, 256, (37, 1, 16, 16), dtype=np.uint8)
     np.save(tmp_path / "shard.npy", images)
     stats = encode_shard(model, tmp_path / "shard.npy", np.arange(37), tmp_path / "enc.npz", torch.device("cpu"),

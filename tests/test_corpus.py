@@ -6,14 +6,12 @@ import pytest
 
 from pixelpipe import io
 from pixelpipe.corpus import (
-    DEFAULT_LOCALES, SPLITS, assign_splits, build_corpus, find_bad_rows, generate_default_corpus,
+    DEFAULT_LOCALES, SPLITS, CorpusError, assign_splits, build_corpus, find_bad_rows, generate_default_corpus,
     load_user_corpus, planned_split_sizes,
 )  # fmt: skip
-from pixelpipe.fonts import FontSet
-from pixelpipe.render import RenderSettings
 
 DEFAULT_CFG = {"path": None, "num_samples": 190, "min_chars": 10, "max_chars": 40}
-SETTINGS = RenderSettings()
+FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 
 ROWS = [  # (text, label, split); rows 3-6 are bad
     ("Hello world", "en", "train"),
@@ -21,13 +19,13 @@ ROWS = [  # (text, label, split); rows 3-6 are bad
     ("", "en", "train"),
     ("Hola", None, "val"),
     ("rocket \U0001F680 launch", "en", "val"),
-    ("x" * 50, "fr", "test"),
+    ("no label here", "NA", "test"),
     ("Guten Tag", "de", "train"),
     ("Привет мир", "ru", "val"),
     ("Γειά σου", "el", "test"),
     ("Good night", "en", "test"),
 ]
-EXPECTED_BAD = {"empty text": 1, "missing label": 1, "undrawable characters": 1, "text too long": 1}
+EXPECTED_BAD = {"empty text": 1, "missing label": 2, "undrawable characters": 1}
 
 
 def _write_user(tmp_path, fmt):
@@ -43,12 +41,12 @@ def _write_user(tmp_path, fmt):
 
 
 def _user_cfg(path, **kw):
-    return {"path": str(path), "text_column": "body", "label_column": "lang", "max_chars": 40, **kw}
+    return {"path": str(path), "text_column": "body", "label_column": "lang", "split_column": "part", **kw}
 
 
 def test_default_corpus_matches_plan(tmp_path):
     logs = []
-    info = build_corpus(DEFAULT_CFG, SETTINGS, tmp_path, seed=0, log=logs.append)
+    info = build_corpus(DEFAULT_CFG, FONTS, tmp_path, seed=0, log=logs.append)
     planned = planned_split_sizes(DEFAULT_CFG)
     assert planned == {"train": 152, "val": 19, "test": 19}
     assert info["split_sizes"] == planned and info["bad_rows"] == {}
@@ -64,7 +62,7 @@ def test_default_corpus_matches_plan(tmp_path):
 
 def test_default_corpus_deterministic(tmp_path):
     for name, seed in (("a", 1), ("b", 1), ("c", 2)):
-        build_corpus(DEFAULT_CFG, SETTINGS, tmp_path / name, seed=seed, log=lambda _: None)
+        build_corpus(DEFAULT_CFG, FONTS, tmp_path / name, seed=seed, log=lambda _: None)
     for s in SPLITS:
         assert (tmp_path / "a" / f"{s}.parquet").read_bytes() == (tmp_path / "b" / f"{s}.parquet").read_bytes()
     assert (tmp_path / "a/train.parquet").read_bytes() != (tmp_path / "c/train.parquet").read_bytes()
@@ -74,7 +72,7 @@ def test_generate_balanced_and_drawable():
     df = generate_default_corpus(57, 5, 30, seed=3)
     assert df["label"].value_counts().eq(3).all() and df["label"].nunique() == 19
     assert df["id"].iloc[0] == "row-000001"
-    assert find_bad_rows(df, FontSet(), 30).empty
+    assert find_bad_rows(df, FONTS).empty
 
 
 def test_assign_splits():
@@ -91,7 +89,7 @@ def test_user_corpus_skip(tmp_path, fmt):
     cfg = _user_cfg(path)
     assert sum(planned_split_sizes(cfg).values()) == len(ROWS)
     logs = []
-    info = build_corpus(cfg, SETTINGS, tmp_path / "out", seed=0, log=logs.append)
+    info = build_corpus(cfg, FONTS, tmp_path / "out", seed=0, log=logs.append)
     assert info["bad_rows"] == EXPECTED_BAD
     assert info["labels"] == ["de", "el", "en", "fr", "ru"]
     assert sum(info["split_sizes"].values()) == len(ROWS) - 4
@@ -104,7 +102,7 @@ def test_user_corpus_skip(tmp_path, fmt):
 def test_user_corpus_fail(tmp_path, fmt):
     cfg = _user_cfg(_write_user(tmp_path, fmt), on_bad_row="fail")
     with pytest.raises(ValueError, match=r"row 3 \(split \w+, id row-000003\): empty text; 4 bad row"):
-        build_corpus(cfg, SETTINGS, tmp_path / "out", seed=0, log=lambda _: None)
+        build_corpus(cfg, FONTS, tmp_path / "out", seed=0, log=lambda _: None)
     assert not (tmp_path / "out" / "labels.json").exists()
 
 
@@ -114,7 +112,7 @@ def test_user_split_column_and_int_labels(tmp_path):
                   "part": ["train", "train", "val", "test", "train"]}).to_csv(path, index=False)
     cfg = {"path": str(path), "split_column": "part"}
     assert planned_split_sizes(cfg) == {"train": 3, "val": 1, "test": 1}
-    info = build_corpus(cfg, SETTINGS, tmp_path / "out", seed=0, log=lambda _: None)
+    info = build_corpus(cfg, FONTS, tmp_path / "out", seed=0, log=lambda _: None)
     assert info["labels"] == ["2", "3", "10"] and info["split_sizes"] == {"train": 3, "val": 1, "test": 1}
     assert pd.read_parquet(tmp_path / "out/train.parquet")["label"].tolist() == [2, 0, 2]
 
@@ -126,3 +124,30 @@ def test_missing_column(tmp_path, fmt):
         load_user_corpus(path, "body", "label")
     with pytest.raises(ValueError, match="no column 'nope'"):
         planned_split_sizes(_user_cfg(path, split_column="nope"))
+
+
+def test_long_user_texts_are_kept(tmp_path):
+    """A paragraph is a normal text: the corpus keeps it (the renderer truncates what its layout cannot hold)."""
+    path = tmp_path / "long.csv"
+    paragraph = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 4  # ~230 characters
+    pd.DataFrame({"text": [paragraph] * 6 + ["short"] * 6, "label": ["a", "b"] * 6,
+                  "split": ["train"] * 8 + ["val"] * 2 + ["test"] * 2}).to_csv(path, index=False)
+    info = build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "out", seed=0, log=lambda _: None)
+    assert info["bad_rows"] == {} and info["split_sizes"] == {"train": 8, "val": 2, "test": 2}
+
+
+def test_empty_split_or_one_class_fails_naming_counts_and_key(tmp_path):
+    path = tmp_path / "c.csv"
+    pd.DataFrame({"text": ["a", "b", "", "d"], "label": ["x", "y", "x", "y"],
+                  "split": ["train", "train", "val", "test"]}).to_csv(path, index=False)
+    with pytest.raises(CorpusError, match=r"split\(s\) val have no rows.*'val': 0.*empty text.*corpus.splits"):
+        build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "o1", seed=0, log=lambda _: None)
+    assert not (tmp_path / "o1" / "labels.json").exists()
+    pd.DataFrame({"text": ["a", "b", "c", "d"], "label": ["x", "x", "x", "NaN"],
+                  "split": ["train", "train", "val", "test"]}).to_csv(path, index=False)
+    with pytest.raises(CorpusError, match=r"split\(s\) test have no rows.*missing label"):
+        build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "o2", seed=0, log=lambda _: None)
+    pd.DataFrame({"text": ["a", "b", "c"], "label": ["x", "x", "x"],
+                  "split": ["train", "val", "test"]}).to_csv(path, index=False)
+    with pytest.raises(CorpusError, match=r"1 class\(es\) \['x'\].*at least 2.*corpus.label_column"):
+        build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "o3", seed=0, log=lambda _: None)

@@ -103,14 +103,16 @@ class Interrupt(Exception):
 
 @pytest.mark.parametrize("accum,augment", [(1, False), (2, True)])
 def test_resume_after_interruption_is_bit_identical(tmp_path, monkeypatch, accum, augment):
+    """With augmentation and random training windows (the second case) too: both are drawn from the step."""
     data = ToyImages(64)
     eng = dict(grad_accum_steps=accum, augment=augment)
+    train = {"window_prob": 1.0, "window_min_chars": 2} if augment else {}
     ref = make_trainer(data, batch_size=8, epochs=2, engine=engine_settings(**eng), ckpt_dir=tmp_path / "ref",
-                       every_steps=3)
+                       every_steps=3, train=train)
     ref.fit()
 
     killed = make_trainer(data, batch_size=8, epochs=2, engine=engine_settings(**eng), ckpt_dir=tmp_path / "run",
-                          every_steps=3, keep_last=2)
+                          every_steps=3, keep_last=2, train=train)
     original = Trainer._optimizer_step
 
     def dies_at_step_11(self):
@@ -125,7 +127,7 @@ def test_resume_after_interruption_is_bit_identical(tmp_path, monkeypatch, accum
     assert [p.name for p in sorted((tmp_path / "run").glob("*.json"))] == ["step-6.json", "step-9.json"]
 
     resumed = make_trainer(data, batch_size=8, epochs=2, engine=engine_settings(**eng), ckpt_dir=tmp_path / "run",
-                           every_steps=3, keep_last=2, seed=0)
+                           every_steps=3, keep_last=2, seed=0, train=train)
     result = resumed.fit()
     assert resumed.resumed_from == 9 and result.resolved["resumed_from_step"] == 9
     assert resumed.step == ref.step == 16

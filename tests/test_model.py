@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from pixelpipe.model import EncoderConfig, TRMVisionEncoder, checksum_bits, flops_per_sample
+from tests._engine_utils import encoder_config
 
-CFG = EncoderConfig(image_height=16, image_width=32, channels=1, patch_size=8, dim=16, depth=1, heads=2,
-                    H_cycles=2, L_cycles=2, num_capsules=3, num_classes=5)
+CFG = encoder_config(H_cycles=2, L_cycles=2, num_capsules=3, num_classes=5)
 
 
 def test_output_shapes():
@@ -43,11 +43,32 @@ def test_checksums_are_stable_for_similar_sketches():
     assert (a == b).float().mean() > 0.95
 
 
-def test_bad_geometry_is_rejected():
-    with pytest.raises(ValueError, match="patch_size"):
-        TRMVisionEncoder(EncoderConfig(image_height=20, image_width=32, patch_size=8))
+def test_bad_shapes_are_rejected():
+    with pytest.raises(ValueError, match="stem"):
+        TRMVisionEncoder(encoder_config(stem="patch"))
     with pytest.raises(ValueError, match="heads"):
-        TRMVisionEncoder(EncoderConfig(dim=10, heads=3))
+        TRMVisionEncoder(encoder_config(dim=10, heads=3))
+    with pytest.raises(ValueError, match="mixer_kernel"):
+        TRMVisionEncoder(encoder_config(mixer_kernel=2))
+
+
+@pytest.mark.parametrize("stem,lines", [("pair", 1), ("cell", 1), ("pair", 2)])
+def test_one_token_per_cell_and_pairs_see_the_next_cell(stem, lines):
+    """Tokens line up with characters: token k depends on cell k (and, with the pair stem, on cell k+1) only."""
+    cfg = encoder_config(stem=stem, lines=lines, line_chars=4, mixer_kernel=0)
+    model = TRMVisionEncoder(cfg).eval()
+    x = torch.zeros(1, 1, cfg.image_height, cfg.image_width)
+    base, _ = model.stem(x)
+    assert base.shape == (1, cfg.num_tokens, cfg.dim) == (1, 4 * lines, 16)
+    x[..., 0:16, 8:16] = 1.0  # ink in cell 1 of line 0
+    moved = (model.stem(x)[0] - base).abs().sum(-1)[0] > 0
+    expected = [False, True, False, False] if stem == "cell" else [True, True, False, False]
+    assert moved.tolist()[:4] == expected and not moved[4:].any()
+
+
+def test_positions_are_a_switch():
+    assert TRMVisionEncoder(encoder_config(positions=True)).pos_embed.shape == (1, 4, 16)
+    assert TRMVisionEncoder(encoder_config(positions=False)).pos_embed is None
 
 
 def test_flops_grow_with_recursion():

@@ -11,14 +11,17 @@ from safetensors.torch import save_file
 
 from pixelpipe.config import load_config
 from pixelpipe.io import read_json
-from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+from pixelpipe.model import TRMVisionEncoder
 from pixelpipe.plan import (DiskSpaceError, activation_bytes_per_sample, check_disk, model_tensors, npy_bytes,
                             npz_bytes, plan_workflow, predict_train_memory, safetensors_bytes, stage_prediction)
+from tests._engine_utils import encoder_config
 from tests.workflow_utils import TINY, snakemake
 
 TOLERANCE_PCT = 15.0  # the issue's goal for peak host RAM and disk
 # disk is arithmetic; JSON/CSV side files, parquet and the ONNX graph bytes (a fit, see plan.ONNX_GRAPH) are the estimates
 DISK_TOLERANCE_PCT = 2.0
+# A stage whose whole output is a small JSON report (the baseline's, deploy.{json,md}) is checked in bytes.
+SMALL_FILE_SLACK = 512
 DEPLOY_STAGES = ("export_onnx/student", "quantize_onnx/student", "deploy_benchmark/student")
 
 
@@ -36,7 +39,7 @@ def test_npy_and_npz_sizes_are_exact(tmp_path):
 
 
 def test_safetensors_size_within_bytes(tmp_path):
-    cfg = EncoderConfig(image_height=16, image_width=64, dim=24, heads=2, num_capsules=3, num_classes=7)
+    cfg = encoder_config(line_chars=8, dim=24, num_capsules=3, num_classes=7)
     model = TRMVisionEncoder(cfg)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "m.safetensors"))
     real = (tmp_path / "m.safetensors").stat().st_size
@@ -46,7 +49,7 @@ def test_safetensors_size_within_bytes(tmp_path):
 @pytest.mark.parametrize("grad_free", [False, True])
 def test_activation_model_matches_saved_tensors(grad_free):
     """The per-sample activation term against the bytes autograd actually saves (CPU, fp32)."""
-    cfg = EncoderConfig(image_height=32, image_width=128, dim=96, heads=4, H_cycles=2, L_cycles=2, num_capsules=4)
+    cfg = encoder_config(line_chars=96, dim=64, heads=4, mixer_ratio=4.0, H_cycles=1, L_cycles=2, num_capsules=4)
     model = TRMVisionEncoder(cfg).train()
     model.grad_free_cycles = grad_free
     saved: dict[int, int] = {}
@@ -58,7 +61,7 @@ def test_activation_model_matches_saved_tensors(grad_free):
         return t
 
     batch = 8
-    x = torch.randint(0, 256, (batch, 1, 32, 128), dtype=torch.uint8)
+    x = torch.randint(0, 256, (batch, 1, cfg.image_height, cfg.image_width), dtype=torch.uint8)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(x)
     weights = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
@@ -68,8 +71,8 @@ def test_activation_model_matches_saved_tensors(grad_free):
 
 
 def test_predict_train_memory_is_linear_in_batch():
-    cfg = EncoderConfig(image_height=224, image_width=224, patch_size=16, dim=768, depth=2, heads=12, mlp_ratio=4.0,
-                        H_cycles=2, L_cycles=3, num_capsules=12)
+    cfg = encoder_config(lines=4, line_chars=104, dim=768, depth=2, heads=12, mlp_ratio=4.0, H_cycles=2, L_cycles=3,
+                         num_capsules=12)
     m8, m16 = (predict_train_memory(cfg, b, "bf16") for b in (8, 16))
     per_sample = m8["per_sample_activation_bytes"]
     assert sum(m16["activations"].values()) - sum(m8["activations"].values()) == 8 * per_sample
@@ -94,7 +97,9 @@ def test_plan_lists_every_job(tiny_cfg):
 
 
 def test_disk_preflight_refuses_when_peak_exceeds_free(tiny_cfg, tmp_path):
-    need = plan_workflow(tiny_cfg)["disk_peak_bytes"]
+    need = plan_workflow(tiny_cfg, exact=False)["disk_peak_bytes"]
+    exact = plan_workflow(tiny_cfg)["disk_peak_bytes"]
+    assert abs(need - exact) / exact < 0.05  # the preflight's estimate (no corpus yet) is close to the exact plan
     assert check_disk(tiny_cfg, tmp_path / "results", free=need + 1)["need"] == need
     with pytest.raises(DiskSpaceError) as err:
         check_disk(tiny_cfg, tmp_path / "results", free=need // 2)
@@ -102,8 +107,9 @@ def test_disk_preflight_refuses_when_peak_exceeds_free(tiny_cfg, tmp_path):
 
 
 def test_workflow_refuses_to_start_without_disk(tiny_cfg, tmp_path):
-    need = plan_workflow(tiny_cfg)["disk_peak_bytes"]
-    proc = snakemake(tmp_path, "-n", "train", env={"PIXELPIPE_FREE_BYTES": "1000"}, check=False)
+    need = plan_workflow(tiny_cfg, exact=False)["disk_peak_bytes"]
+    assert snakemake(tmp_path, "-n", "train", env={"PIXELPIPE_FREE_BYTES": "1000"}).returncode == 0  # a dry run plans nothing
+    proc = snakemake(tmp_path, "train", env={"PIXELPIPE_FREE_BYTES": "1000"}, check=False)
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "exceeds" in out and f"({need} bytes)" in out and "(1000 bytes)" in out
@@ -121,17 +127,18 @@ def test_plan_cli_prints_table(capsys):
 
 @pytest.mark.slow
 def test_predictions_within_tolerance_on_tiny(tiny_workdir):
-    """Every stage's predicted peak host RAM and disk against StageMeter's measurement (CPU)."""
+    """Every stage's predicted peak host RAM and disk (results/plan.json) against StageMeter's measurement (CPU)."""
     workdir = tiny_workdir
+    plan = {s["key"]: s for s in read_json(workdir / "results" / "plan.json")["stages"]}
     metrics = sorted((workdir / "results" / "metrics").glob("*/*.json"))
-    assert len(metrics) == 17  # corpus, 3 render, teacher, 5 encode, 3 consolidate, student, export, quantize, deploy
-    assert set(DEPLOY_STAGES) <= {f"{p.parent.name}/{p.stem}" for p in metrics}
+    # corpus, baseline, 3 render, teacher, 5 encode, 3 consolidate, student, export, quantize, deploy
+    assert len(metrics) == 18 and set(plan) == {f"{p.parent.name}/{p.stem}" for p in metrics}
     failures = []
     for path in metrics:
         m = read_json(path)
-        pred = m["predicted"]
+        pred = plan[f"{path.parent.name}/{path.stem}"]
         for key, tol in (("peak_host_bytes", TOLERANCE_PCT), ("disk_written_bytes", DISK_TOLERANCE_PCT)):
             err = 100 * (pred[key] - m[key]) / m[key]
-            if abs(err) > tol:
+            if abs(err) > tol and not (key == "disk_written_bytes" and abs(pred[key] - m[key]) <= SMALL_FILE_SLACK):
                 failures.append(f"{m['rule']}/{path.stem} {key}: predicted {pred[key]}, measured {m[key]} ({err:+.1f} %)")
     assert not failures, "\n".join(failures)

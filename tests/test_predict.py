@@ -15,12 +15,17 @@ from PIL import Image
 from pixelpipe import onnxmodel
 from pixelpipe.checkpoint import load_model
 from pixelpipe.corpus import generate_default_corpus
-from pixelpipe.predict import run, text_key
-from pixelpipe.render import RenderSettings, TextRenderer
+from pixelpipe.atlas import GlyphAtlas
+from pixelpipe.predict import run
+from pixelpipe.render import Renderer, RenderSettings
 
 from tests.workflow_utils import REPO
 
-TEXTS = ["Guten Tag, wie geht es Ihnen heute?", "Привет, как дела у тебя?", "Καλημέρα σε όλους", "שלום עולם"]
+# The slow real-student test's bars, set below what it measured (see its docstring).
+BAR_HELD, BAR_PHRASES = 0.9, 0.8
+
+TEXTS = ["Guten Tag, wie geht es Ihnen heute?", "Привет, как дела у тебя?", "Καλημέρα σε όλους", "שלום עולם",
+         "مرحبا بالعالم", "Xin chào thế giới"]
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -29,11 +34,16 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           cwd=cwd)
 
 
+def _renderer(cfg: dict) -> Renderer:
+    """The renderer a model documents: its render settings and its own atlas."""
+    settings = RenderSettings(**cfg["render"])
+    return Renderer(settings, GlyphAtlas.from_dict(cfg["atlas"], settings.fonts, settings.font_size))
+
+
 def _torch_labels(results: Path, texts: list[str]) -> list[str]:
     """What the torch student predicts for the texts, rendered by hand the way predict documents."""
     model, cfg = load_model(results / "student")
-    renderer = TextRenderer(RenderSettings(**cfg["render"]))
-    images = np.stack([renderer.render(t, text_key(t)) for t in texts])
+    images = _renderer(cfg).render(texts)[0]
     with torch.inference_mode():
         logits = model.eval()(torch.from_numpy(images))["logits"]
     return [cfg["labels"][i] for i in logits.argmax(1).tolist()]
@@ -50,8 +60,8 @@ def test_predict_matches_torch_student(tiny_run, name, capsys):
     got = [r["label"] for r in out]
     if name == "student.onnx":
         assert got == want
-    else:  # int8 may flip a near-tie of a barely trained model, rarely
-        assert sum(g == w for g, w in zip(got, want)) >= len(texts) - 2
+    else:  # int8 may flip near-ties of a barely trained model (its probabilities are nearly uniform)
+        assert sum(g == w for g, w in zip(got, want)) >= 0.8 * len(texts)
     for r in out:
         assert 0 < r["probability"] <= 1 and r["top"][0]["label"] == r["label"]
 
@@ -73,11 +83,10 @@ def test_file_text_and_image_inputs_agree(tiny_run, tmp_path, capsys):
     from_file = json.loads(capsys.readouterr().out)
     assert len(from_file) == len(TEXTS) and all(len(r["top"]) == 3 for r in from_file)
     cfg = onnxmodel.read_metadata(model)["config"]
-    renderer = TextRenderer(RenderSettings(**cfg["render"]))
     paths = []
-    for i, t in enumerate(TEXTS):
+    for i, image in enumerate(_renderer(cfg).render(TEXTS)[0]):
         p = tmp_path / f"{i}.png"
-        Image.fromarray(renderer.render(t, text_key(t))[0]).save(p)
+        Image.fromarray(image[0]).save(p)
         paths += ["--image", str(p)]
     assert run(["--model", model, "--json", *paths]) == 0
     from_images = json.loads(capsys.readouterr().out)
@@ -117,7 +126,7 @@ def _no_metadata(tiny_run: Path, tmp_path: Path) -> str:
     ("not_onnx", "is not a loadable ONNX model"),
     ("no_metadata", "has no pixelpipe metadata"),
     ("bad_image", "cannot read image"),
-    ("wrong_size_image", "the model takes 64x16"),
+    ("wrong_size_image", "the model takes 256x16"),
     ("nothing", "nothing to classify"),
 ])
 def test_bad_input_one_line_error(tiny_run, tmp_path, case, expect):
@@ -144,6 +153,61 @@ def test_bad_input_one_line_error(tiny_run, tmp_path, case, expect):
     assert "Traceback" not in proc.stderr
 
 
+def test_scripts_round_trip_through_predict_exactly(tiny_run):
+    """Arabic, Hebrew and Vietnamese (marks, right-to-left, NFC): predict renders exactly the cache's pixels."""
+    from pixelpipe.cache import CacheSplit
+    from pixelpipe.predict import render_texts
+
+    cache = CacheSplit(tiny_run / "cache" / "test")
+    cfg = onnxmodel.read_metadata(tiny_run / "models/student.onnx")["config"]
+    texts = [t for t in _corpus_texts(tiny_run, "test") if any("\u0590" <= c <= "\u06ff" or "\u1ea0" <= c <= "\u1ef9" for c in t)]
+    assert len(texts) >= 3
+    items, unseen = render_texts(texts, cfg, [f"text {i}" for i in range(len(texts))])
+    rows = {t: i for i, t in enumerate(_corpus_texts(tiny_run, "test"))}
+    for text, item in zip(texts, items):
+        assert (item.image == cache.get(rows[text])).all(), text
+    decomposed = "Vie\u0323\u0302t Nam"  # NFD: normalized to the same cells as the precomposed text
+    assert (render_texts([decomposed], cfg, ["x"])[0][0].image == render_texts(["Việt Nam"], cfg, ["x"])[0][0].image).all()
+
+
+def _corpus_texts(tiny_run: Path, split: str) -> list[str]:
+    import pandas as pd
+
+    return pd.read_parquet(tiny_run / "corpus" / f"{split}.parquet")["text"].tolist()
+
+
+def test_warnings_only_outside_the_training_range(tiny_run):
+    model = str(tiny_run / "models/student.onnx")
+    cfg = onnxmodel.read_metadata(model)["config"]
+    shortest, capacity = cfg["text_length"]["min_chars"], cfg["render"]["line_chars"] * cfg["render"]["lines"]
+    ok = _corpus_texts(tiny_run, "train")[0][:capacity]  # only characters training saw, within the range
+    proc = _cli("--model", model, ok)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    proc = _cli("--model", model, "ab", "x" * (capacity + 5), "Ω≈ç")
+    assert proc.returncode == 0
+    assert "fewer than any training text" in proc.stderr and f"the model sees the first {capacity}" in proc.stderr
+    assert "characters training never saw" in proc.stderr
+
+
+def test_strict_json_and_label_count_checked(tiny_run, tmp_path):
+    """A model with NaN weights is refused (no NaN in JSON); metadata whose labels do not match the logits too."""
+    m = onnx.load(str(tiny_run / "models/student.onnx"))
+    for init in m.graph.initializer:
+        if init.name.endswith("head.bias"):
+            arr = onnx.numpy_helper.to_array(init).copy()
+            arr[:] = np.nan
+            init.CopyFrom(onnx.numpy_helper.from_array(arr, init.name))
+    onnx.save(m, str(tmp_path / "nan.onnx"))
+    proc = _cli("--model", str(tmp_path / "nan.onnx"), "--json", TEXTS[0])
+    assert proc.returncode == 2 and "non-finite" in proc.stderr and proc.stdout == ""
+    m = onnx.load(str(tiny_run / "models/student.onnx"))
+    cfg = json.loads(next(p.value for p in m.metadata_props if p.key == onnxmodel.META_CONFIG))
+    onnxmodel.set_metadata(m, {onnxmodel.META_CONFIG: json.dumps({**cfg, "labels": cfg["labels"][:-1]})})
+    onnx.save(m, str(tmp_path / "labels.onnx"))
+    proc = _cli("--model", str(tmp_path / "labels.onnx"), TEXTS[0])
+    assert proc.returncode == 2 and f"{len(cfg['labels']) - 1} labels but the model outputs {len(cfg['labels'])}" in proc.stderr
+
+
 def test_predict_does_not_import_torch():
     code = "import sys, pixelpipe.predict, pixelpipe.onnxmodel, pixelpipe.render; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -153,66 +217,76 @@ def test_predict_does_not_import_torch():
 
 @pytest.mark.slow
 def test_predict_true_language_with_a_trained_student(tmp_path):
-    """A small student of the default CPU shape, trained for real on ~3000 default-corpus texts, exported
-    to int8 through the same functions the rules use: predict must name the right language on held-out texts
-    far above chance (1/19 = 5.3 %; measured 36 % on 380 texts after this short training, bar 25 %), and as
-    the torch student would."""
+    """A small student of the default CPU shape, trained for real (random windows, as the engine does) on
+    ~3400 default-corpus texts, exported to int8 through the same functions the rules use: predict must
+    name the right language of held-out texts and of 15-40 character phrases, and agree with torch."""
+    from pixelpipe.checkpoint import save_model
+    from pixelpipe.config import load_config
+    from pixelpipe.corpus import faker_text
     from pixelpipe.export import export_and_verify
-    from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+    from pixelpipe.model import TRMVisionEncoder
     from pixelpipe.quantize import QuantizeSettings, quantize_and_verify
     from pixelpipe.render import render_split
+    from pixelpipe.train import encoder_config, model_extras
+    from pixelpipe.cache import CacheSplit
+    from pixelpipe.windows import random_windows
 
     torch.manual_seed(0)
+    cfg = load_config(None)
     corpus = generate_default_corpus(3800, 60, 90, seed=0)
     train, held = corpus.iloc[:3420], corpus.iloc[3420:]
     labels = sorted(set(corpus["label"]))
-    settings = RenderSettings()
+    settings = RenderSettings.from_config(cfg["render"])
     cache = tmp_path / "cache"
     for split, df in (("train", train), ("test", held)):
         render_split(df["text"].tolist(), [labels.index(l) for l in df["label"]], df["id"].tolist(), settings,
                      [cache / split / "shard-00000.npy"], cache / split / "manifest.json", shard_size=len(df),
-                     workers=2, progress=False)
+                     progress=False)
     x = torch.from_numpy(np.load(cache / "train/shard-00000.npy"))
     y = torch.tensor([labels.index(l) for l in train["label"]])
-    model = TRMVisionEncoder(EncoderConfig(dim=64, depth=1, heads=4, H_cycles=1, L_cycles=2, num_capsules=4,
-                                           num_classes=len(labels)))
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.05)
-    steps = 8 * len(x) // 64
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=steps)
+    lengths = torch.from_numpy(CacheSplit(cache / "train").lengths)
+    enc = encoder_config(cfg["student"]["model"], settings.to_dict(), len(labels))
+    model = TRMVisionEncoder(enc)
+    opt = torch.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=0.05, betas=(0.9, 0.95))
+    steps = 4 * len(x) // 64
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=4e-3, total_steps=steps, pct_start=0.1)
+    gen = torch.Generator().manual_seed(0)
     model.train()
     for step in range(steps):
-        idx = torch.randint(0, len(x), (64,))
-        loss = torch.nn.functional.cross_entropy(model(x[idx])["logits"], y[idx])
+        idx = torch.randint(0, len(x), (64,), generator=gen)
+        images = random_windows(x[idx], lengths[idx], (enc.cell_height, enc.cell_width, enc.lines, enc.line_chars),
+                                gen, prob=1.0, min_chars=15)
+        loss = torch.nn.functional.cross_entropy(model(images)["logits"], y[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         sched.step()
-    from pixelpipe.checkpoint import save_model
-
-    save_model(tmp_path / "student", model.eval(), {"labels": labels, "render": settings.to_dict()})
+    extras = model_extras({"train": {"window_prob": 1.0, "window_min_chars": 15}}, labels, CacheSplit(cache / "train"))
+    save_model(tmp_path / "student", model.eval(), extras)
     onnx_path, int8_path = tmp_path / "student.onnx", tmp_path / "student.int8.onnx"
     export_and_verify(tmp_path / "student", onnx_path, np.load(cache / "test/shard-00000.npy"), 18, 1e-3, 0.001,
                       log=lambda m: None)
-    quantize_and_verify(onnx_path, int8_path, QuantizeSettings(calibration_samples=256),
+    quantize_and_verify(onnx_path, int8_path, QuantizeSettings.from_config(cfg["quantize"]),
                         [cache / "train/shard-00000.npy"], cache / "test", log=lambda m: None)
-    texts, truth = held["text"].tolist(), held["label"].tolist()
+    from faker import Faker
+    from pixelpipe.corpus import DEFAULT_LOCALES
+
+    phrases, phrase_truth = [], []
+    for i, locale in enumerate(DEFAULT_LOCALES):
+        fake = Faker(locale)
+        fake.seed_instance(5_000 + i)
+        phrases += [faker_text(fake, 15, 40) for _ in range(5)]
+        phrase_truth += [locale.split("_")[0]] * 5
+    texts, truth = held["text"].tolist() + phrases, held["label"].tolist() + phrase_truth
     proc = _cli("--model", str(int8_path), "--json", *texts)
     assert proc.returncode == 0, proc.stderr
     got = [r["label"] for r in json.loads(proc.stdout)]
-    accuracy = np.mean([g == t for g, t in zip(got, truth)])
-    assert accuracy >= 0.25, f"predict accuracy {accuracy:.3f} on {len(texts)} held-out texts"
+    n_held = len(held)
+    accuracy = np.mean([g == t for g, t in zip(got[:n_held], truth[:n_held])])
+    phrase_accuracy = np.mean([g == t for g, t in zip(got[n_held:], truth[n_held:])])
+    assert accuracy >= BAR_HELD and phrase_accuracy >= BAR_PHRASES, (accuracy, phrase_accuracy)
     want = _torch_labels(tmp_path, texts)
     proc = _cli("--model", str(onnx_path), "--json", *texts)
     fp32 = [r["label"] for r in json.loads(proc.stdout)]
     assert np.mean([f == w for f, w in zip(fp32, want)]) >= 0.99  # fp32 ONNX predict = the torch student
-    # int8 flips near-ties of this weakly trained (40 %) student: measured 89 % agreement with torch
-    assert np.mean([g == w for g, w in zip(got, want)]) >= 0.8
-
-
-def test_short_text_warns_that_the_model_never_saw_it(tiny_run, capsys):
-    """Training texts are at least corpus.min_chars long; a much shorter one is out of distribution."""
-    model = str(tiny_run / "models" / "student.onnx")
-    assert run(["--model", model, "--json", "Hi", "x" * 25]) == 0
-    err = capsys.readouterr().err
-    assert "'Hi' is shorter than every training text (at least 20 characters)" in err
-    assert "'xxxxxxxxxxxxxxxxxxxxxxxxx' is shorter" not in err
+    assert np.mean([g == w for g, w in zip(got, want)]) >= 0.97  # int8 = torch but for rare near-ties

@@ -25,10 +25,10 @@ def test_each_profile_resolves_to_a_valid_config(profile, monkeypatch):
     assert chosen == ("cpu" if profile == "auto" else profile)
     teacher = cfg["teacher"]["model"]
     if chosen == "cpu":
-        assert teacher["dim"] < 768 and cfg["render"]["height"] < 224
+        assert teacher["dim"] < 768 and cfg["render"]["lines"] == 1
     else:
         assert {k: teacher[k] for k in REFERENCE_TEACHER} == REFERENCE_TEACHER
-        assert (cfg["render"]["height"], cfg["render"]["width"]) == (224, 224)
+        assert (cfg["render"]["lines"], cfg["render"]["line_chars"]) == (4, 104)  # 416 characters for 150-400
         assert cfg["engine"]["pin_memory"] and cfg["engine"]["num_workers"] > 0
     engine = EngineSettings.from_config(cfg["engine"], CPU)
     assert engine.precision == "fp32" and not engine.pin_memory  # any profile still runs on a CPU
@@ -38,7 +38,7 @@ def test_user_keys_beat_the_profile():
     cfg = resolve_config({"hardware": {"profile": "h100"}, "engine": {"compile": "none"},
                           "teacher": {"train": {"batch_size": 32}}})
     assert cfg["engine"]["compile"] == "none" and cfg["engine"]["precision"] == "bf16"
-    assert cfg["teacher"]["train"]["batch_size"] == 32 and cfg["teacher"]["train"]["epochs"] == 10
+    assert cfg["teacher"]["train"]["batch_size"] == 32 and cfg["teacher"]["train"]["epochs"] == 3
 
 
 def test_t4_profile_uses_fp16_checkpointing_and_auto_batch():

@@ -47,9 +47,13 @@ def test_cache_shards_and_manifest(workdir):
     shards = sorted((workdir / "results/cache/train").glob("shard-*.npy"))
     assert [s.name for s in shards] == ["shard-00000.npy", "shard-00001.npy", "shard-00002.npy"]  # 304 rows / 128
     assert sum(s["count"] for s in manifest["shards"]) == manifest["count"] == 304
+    # texts of 20-40 characters on a 32-cell line: the longer ones are truncated, and counted
+    lengths = [n for s in manifest["shards"] for n in s["lengths"]]
+    assert max(lengths) == 32 and 0 < manifest["truncated"] <= sum(n == 32 for n in lengths)
+    assert manifest["longest_clusters"] > 32
     for info, path in zip(manifest["shards"], shards):
         arr = np.load(path, mmap_mode="r")
-        assert arr.dtype == np.uint8 and arr.shape == (info["count"], 1, 16, 64)
+        assert arr.dtype == np.uint8 and arr.shape == (info["count"], 1, 16, 256)
         assert sha256_file(path) == info["sha256"]
 
 
@@ -59,12 +63,13 @@ def test_teacher_and_student_models(workdir):
     assert teacher.cfg.dim == 16 and student.cfg.dim == 32
     for cfg in (tcfg, scfg):
         assert 0.0 <= cfg["metrics"]["test_accuracy"] <= 1.0
-        assert cfg["render"]["height"] == 16
+        assert cfg["render"]["line_chars"] == 32 and cfg["atlas"]["clusters"][0] == " "
+        assert cfg["text_length"] == {"min_chars": 15, "max_chars": 32}
         assert cfg["hardware_profile"] == "cpu"
         assert cfg["resolved"]["engine"]["precision"] == "fp32"
     metrics = pd.read_csv(workdir / "results/student/metrics.csv")
     assert set(metrics["split"]) == {"train", "val", "test"}
-    assert "model.patch_embed.weight" not in load_file(str(workdir / "results/student/model.safetensors"))
+    assert "stem.proj.weight" in load_file(str(workdir / "results/student/model.safetensors"))
 
 
 def test_encoded_shards_are_gone_and_dataset_matches_manifest(workdir):
@@ -107,13 +112,13 @@ def test_student_setting_reruns_only_student(workdir):
 
 def test_teacher_setting_reruns_teacher_encode_consolidate_student(workdir):
     jobs = planned_jobs(workdir, overrides={"teacher": {"train": {"lr": 0.001}}})
-    assert jobs == {"train_teacher": 1, "encode": 5, "consolidate": 3, "train_student": 1, "train": 1}
+    assert jobs == {"train_teacher": 1, "encode": 3, "consolidate": 1, "train_student": 1, "train": 1}
 
 
 def test_render_setting_reruns_everything_from_render(workdir):
-    jobs = planned_jobs(workdir, overrides={"render": {"font_size_max": 11}})
-    assert jobs == {"render_train": 1, "render_val": 1, "render_test": 1, "train_teacher": 1, "encode": 5,
-                    "consolidate": 3, "train_student": 1, "train": 1}
+    jobs = planned_jobs(workdir, overrides={"render": {"font_size": 11}})
+    assert jobs == {"render_train": 1, "render_val": 1, "render_test": 1, "train_teacher": 1, "encode": 3,
+                    "consolidate": 1, "train_student": 1, "train": 1}
 
 
 def test_loader_only_engine_setting_reruns_nothing(workdir):

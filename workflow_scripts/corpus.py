@@ -4,12 +4,8 @@ from pathlib import Path
 from pixelpipe.corpus import build_corpus
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
-from pixelpipe.plan import stage_prediction
-from pixelpipe.render import RenderSettings
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("corpus", sm.output.metrics, [sm.output.train, sm.output.val, sm.output.test, sm.output.labels],
-                                                       prediction=lambda: stage_prediction(sm.config, "corpus", "all")) as meter:
-    settings = RenderSettings.from_config({"fonts": sm.params.fonts}, seed=sm.params.seed)
-    info = build_corpus(sm.params.corpus, settings, Path(sm.output.labels).parent, seed=sm.params.seed, log=log)
+with stage_log(sm.log[0]) as log, StageMeter("corpus", sm.output.metrics, [sm.output.train, sm.output.val, sm.output.test, sm.output.labels]) as meter:
+    info = build_corpus(sm.params.corpus, sm.params.fonts, Path(sm.output.labels).parent, seed=sm.params.seed, log=log)
     meter.record(samples=int(sum(info["split_sizes"].values())), bad_rows=info.get("bad_rows", {}))

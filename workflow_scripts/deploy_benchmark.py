@@ -4,12 +4,10 @@ from pathlib import Path
 from pixelpipe.deploy_bench import benchmark, write_reports
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
-from pixelpipe.plan import stage_prediction
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.deploy_benchmark
-with stage_log(sm.log[0]) as log, StageMeter("deploy_benchmark", sm.output.metrics, [sm.output.json, sm.output.md],
-                                                       prediction=lambda: stage_prediction(sm.config, "deploy_benchmark", "student")) as meter:
+with stage_log(sm.log[0]) as log, StageMeter("deploy_benchmark", sm.output.metrics, [sm.output.json, sm.output.md]) as meter:
     report = benchmark(Path(sm.input.student[0]).parent, sm.input.onnx, sm.input.int8, Path(sm.input.test[0]).parent,
                        batch_sizes=list(cfg["batch_sizes"]), warmup=cfg["warmup"], repeats=cfg["repeats"],
                        threads=sm.threads, log=log)

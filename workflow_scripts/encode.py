@@ -7,12 +7,10 @@ from pixelpipe.engine import EngineSettings, configure_backends
 from pixelpipe.hardware import detect_device
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
-from pixelpipe.plan import stage_prediction
 from pixelpipe.train import load_teacher
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("encode", sm.output.metrics, [sm.output.encoded],
-                                                       prediction=lambda: stage_prediction(sm.config, "encode", f"{sm.wildcards.split}-{sm.wildcards.i}")) as meter:
+with stage_log(sm.log[0]) as log, StageMeter("encode", sm.output.metrics, [sm.output.encoded]) as meter:
     info = detect_device(sm.params.device)
     engine = EngineSettings.from_config(sm.config["engine"], info)
     configure_backends(engine, sm.threads)

@@ -5,19 +5,15 @@ from pathlib import Path
 import numpy as np
 
 from pixelpipe.export import export_and_verify
-from pixelpipe.io import read_json
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
-from pixelpipe.plan import stage_prediction
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.export
-with stage_log(sm.log[0]) as log, StageMeter("export_onnx", sm.output.metrics, [sm.output.onnx],
-                                                       prediction=lambda: stage_prediction(sm.config, "export_onnx", "student")) as meter:
+with stage_log(sm.log[0]) as log, StageMeter("export_onnx", sm.output.metrics, [sm.output.onnx]) as meter:
     val = np.load(sm.input.val_shard)
     report = export_and_verify(Path(sm.input.model).parent, sm.output.onnx, val, opset=cfg["opset"],
                                atol=cfg["parity_atol"], max_label_mismatch=cfg["max_label_mismatch"],
-                               layout_engine=read_json(sm.input.val_manifest).get("layout_engine"),
                                threads=sm.threads, log=log)
     meter.record(samples=report.samples, parity=asdict(report), opset=cfg["opset"],
                  onnx_bytes=Path(sm.output.onnx).stat().st_size)

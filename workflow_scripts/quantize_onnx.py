@@ -3,12 +3,10 @@ from pathlib import Path
 
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter
-from pixelpipe.plan import stage_prediction
 from pixelpipe.quantize import QuantizeSettings, quantize_and_verify
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("quantize_onnx", sm.output.metrics, [sm.output.onnx],
-                                                       prediction=lambda: stage_prediction(sm.config, "quantize_onnx", "student")) as meter:
+with stage_log(sm.log[0]) as log, StageMeter("quantize_onnx", sm.output.metrics, [sm.output.onnx]) as meter:
     settings = QuantizeSettings.from_config(sm.params.quantize)
     info = quantize_and_verify(sm.input.onnx, sm.output.onnx, settings, list(sm.input.calibration),
                                Path(sm.input.test[0]).parent, threads=sm.threads, log=log)

@@ -3,16 +3,14 @@ from pathlib import Path
 
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter, path_bytes
-from pixelpipe.plan import stage_prediction
 from pixelpipe.summary import accuracy_summary
 from pixelpipe.train import train_student
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]
-with stage_log(sm.log[0]) as log, StageMeter("train_student", sm.output.metrics, outputs,
-                                                       prediction=lambda: stage_prediction(sm.config, "train_student", "student")) as meter:
+with stage_log(sm.log[0]) as log, StageMeter("train_student", sm.output.metrics, outputs) as meter:
     result, summary = train_student(
-        sm.config, Path(sm.input.cache[0]).parents[1], Path(sm.input.dataset[0]).parents[1] / "train",
+        sm.config, Path(sm.input.cache[0]).parents[1], Path(sm.input.dataset).parent,
         Path(sm.input.teacher[0]).parent, Path(sm.input.labels), Path(sm.output.model).parent,
         Path(sm.params.checkpoints), threads=sm.threads, log=log,
         profile_dir=Path("results/profile/student"),

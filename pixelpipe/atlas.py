@@ -1,0 +1,235 @@
+"""The glyph atlas: each character drawn once into a fixed cell, texts assembled by copying cells.
+
+A pixel model learns text quickly when its tokens line up with characters
+(Lotz et al. 2023, "Text rendering strategies for pixel language models").
+So every grapheme cluster (a base character plus its combining marks) gets
+one `cell_height x cell_width` bitmap, drawn once with the first configured
+font that has its glyphs, and an image is that text's cells side by side in
+reading order, wrapped onto `lines` lines of `line_chars` cells.
+
+What the text goes through first (the same at training and at prediction):
+NFC normalization (Vietnamese "e" + U+0302 + U+0323 becomes one precomposed
+letter), every run of whitespace becomes one space, leading and trailing
+whitespace is dropped. Combining marks (Unicode categories Mn, Me) and
+invisible format characters (Cf, e.g. the Persian zero-width non-joiner)
+join the cluster before them. Right-to-left scripts keep their logical
+order (the first character is the leftmost cell) and their isolated letter
+forms: no shaping, no bidi reordering, so a text is always the same cells.
+
+Drawing is deterministic: Pillow's basic layout engine (no raqm), the glyph's
+ink centered in its cell, squeezed horizontally when it is wider than the
+cell (Arabic and Armenian letters, "W", "m"). The atlas of the training split
+travels inside the model's config and its ONNX metadata, so prediction copies
+the exact cells training saw; only clusters training never saw are drawn anew.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import re
+import unicodedata
+import zlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .fonts import load_face
+
+ATLAS_FORMAT = "pixelpipe.atlas/1"
+SPACE = " "
+_JOINING_CATEGORIES = ("Mn", "Me", "Cf")
+# Fast path: a text of plain characters is its own cluster list.
+_PLAIN = re.compile(r"^[^\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
+                    r"\u0900-\u0dff\u0e31-\u0e4e\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+                    r"\u20d0-\u20ff\ufe00-\ufe0f\ufe20-\ufe2f\ufeff]*$")
+
+
+def normalize(text: str) -> str:
+    """NFC, whitespace runs to one space, ends stripped: what is laid out."""
+    return SPACE.join(unicodedata.normalize("NFC", text).split())
+
+
+def is_plain(text: str) -> bool:
+    """True when every character of `text` is a cluster of its own (no marks, no format characters)."""
+    return _PLAIN.match(text) is not None
+
+
+def clusters(text: str) -> list[str]:
+    """Grapheme clusters of a normalized text: a base character and the marks that follow it."""
+    if is_plain(text):
+        return list(text)
+    out: list[str] = []
+    for ch in text:
+        if out and unicodedata.category(ch) in _JOINING_CATEGORIES:
+            out[-1] += ch
+        else:
+            out.append(ch)
+    return out
+
+
+def _visible(cluster: str) -> str:
+    return "".join(c for c in cluster if unicodedata.category(c) != "Cf")
+
+
+def _drawing_font(visible: str, fonts: Sequence[str]) -> str | None:
+    """The first font that has every glyph of a cluster (None: no font can draw it)."""
+    return next((f for f in fonts if all(ord(c) in load_face(f).codepoints for c in visible)), None)
+
+
+@functools.lru_cache(maxsize=8)
+def _any_font_codepoints(fonts: tuple[str, ...]) -> frozenset[int]:
+    return frozenset().union(*(load_face(f).codepoints for f in fonts))
+
+
+def undrawable(text: str, fonts: Sequence[str]) -> str:
+    """Sorted characters of `text` whose cluster no font of the chain can draw ("" if all can)."""
+    text = normalize(text)
+    if is_plain(text):  # one character per cluster: drawable iff some font has it
+        known = _any_font_codepoints(tuple(fonts))
+        return "".join(sorted(c for c in set(text) if not c.isspace() and ord(c) not in known))
+    bad: set[str] = set()
+    for cluster in set(clusters(text)):
+        visible = _visible(cluster)
+        if visible.strip() and _drawing_font(visible, fonts) is None:
+            bad |= {c for c in visible if not any(ord(c) in load_face(f).codepoints for f in fonts)} or set(visible)
+    return "".join(sorted(bad))
+
+
+@functools.lru_cache(maxsize=None)
+def _font(name: str, size: int):
+    from PIL import ImageFont
+
+    return ImageFont.truetype(str(load_face(name).path), size, layout_engine=ImageFont.Layout.BASIC)
+
+
+def draw_cluster(cluster: str, fonts: Sequence[str], size: int, cell_height: int, cell_width: int) -> np.ndarray:
+    """One cluster as a uint8 [cell_height, cell_width] bitmap (ink 255 on 0).
+
+    The base glyph is drawn on a wide canvas, each mark centered over the base's
+    ink (the basic layout engine would place it after the base), then the ink is
+    centered in the cell, or squeezed to the cell width when wider. Raises
+    ValueError when no font has every glyph of the cluster.
+    """
+    from PIL import Image, ImageDraw
+
+    visible = _visible(cluster)
+    if not visible or visible.isspace():
+        return np.zeros((cell_height, cell_width), np.uint8)
+    face = _drawing_font(visible, fonts)
+    if face is None:
+        raise ValueError(f"no font of {list(fonts)} draws {cluster!r}")
+    font = _font(face, size)
+    _, descent = font.getmetrics()
+    baseline = cell_height - descent
+    canvas_w = 4 * cell_width + 4 * size
+    img = Image.new("L", (canvas_w, cell_height), 0)
+    draw = ImageDraw.Draw(img)
+    x0 = 2 * cell_width
+    draw.text((x0, baseline), visible[0], fill=255, font=font, anchor="ls")
+    left, _, right, _ = font.getbbox(visible[0], anchor="ls")
+    center = x0 + (left + right) / 2
+    for mark in visible[1:]:
+        m_left, _, m_right, _ = font.getbbox(mark, anchor="ls")
+        draw.text((round(center - (m_left + m_right) / 2), baseline), mark, fill=255, font=font, anchor="ls")
+    arr = np.asarray(img, dtype=np.uint8)
+    cols = np.flatnonzero(arr.max(axis=0))
+    if cols.size == 0:
+        return np.zeros((cell_height, cell_width), np.uint8)
+    ink = arr[:, cols[0] : cols[-1] + 1]
+    width = ink.shape[1]
+    if width > cell_width:
+        squeezed = Image.fromarray(ink).resize((cell_width, cell_height), Image.Resampling.BOX)
+        return np.asarray(squeezed, dtype=np.uint8).copy()
+    cell = np.zeros((cell_height, cell_width), np.uint8)
+    start = (cell_width - width) // 2
+    cell[:, start : start + width] = ink
+    return cell
+
+
+class GlyphAtlas:
+    """Cluster -> cell bitmap, drawn on first use; index 0 is the blank (space) cell.
+
+    `fonts` is a fallback chain: a cluster is drawn with the first font that has
+    every glyph it needs. Cells given at construction (an atlas read back from a
+    model) are used as they are; only clusters they lack are drawn.
+    """
+
+    def __init__(self, fonts: Sequence[str], font_size: int, cell_height: int, cell_width: int,
+                 cells: dict[str, np.ndarray] | None = None) -> None:
+        self.fonts, self.font_size = tuple(fonts), int(font_size)
+        self.cell_height, self.cell_width = int(cell_height), int(cell_width)
+        self.index: dict[str, int] = {SPACE: 0}
+        self._cells: list[np.ndarray] = [np.zeros((cell_height, cell_width), np.uint8)]
+        self._array: np.ndarray | None = None
+        self.drawn: set[str] = set()  # clusters this process drew (not given at construction)
+        for cluster, cell in (cells or {}).items():
+            if cell.shape != (cell_height, cell_width):
+                raise ValueError(f"atlas cell for {cluster!r} has shape {cell.shape}, expected "
+                                 f"{(cell_height, cell_width)}")
+            self._add(cluster, np.asarray(cell, np.uint8))
+
+    def _add(self, cluster: str, cell: np.ndarray) -> int:
+        if cluster in self.index:
+            self._cells[self.index[cluster]] = cell
+            return self.index[cluster]
+        self.index[cluster] = len(self._cells)
+        self._cells.append(cell)
+        self._array = None
+        return self.index[cluster]
+
+    def lookup(self, cluster: str) -> int:
+        """The cell index of `cluster`, drawing it if this atlas has not seen it yet."""
+        i = self.index.get(cluster)
+        if i is None:
+            cell = draw_cluster(cluster, self.fonts, self.font_size, self.cell_height, self.cell_width)
+            self.drawn.add(cluster)
+            i = self._add(cluster, cell)
+        return i
+
+    @property
+    def cells(self) -> np.ndarray:
+        """All cells as one uint8 [G, cell_height, cell_width] array, in index order."""
+        if self._array is None or len(self._array) != len(self._cells):
+            self._array = np.stack(self._cells)
+        return self._array
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def clusters_of(self, texts: Iterable[str]) -> set[str]:
+        return {c for t in texts for c in clusters(normalize(t))}
+
+    # ---- serialization (model config, ONNX metadata, cache manifest) ----------------------------
+    def to_dict(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+        """JSON-safe atlas: cluster list plus the zlib-compressed, base64 cells (space first)."""
+        names = [SPACE] + sorted(set(only if only is not None else self.index) - {SPACE})
+        cells = np.stack([self._cells[self.lookup(n)] for n in names])
+        return {"format": ATLAS_FORMAT, "cell": [self.cell_height, self.cell_width], "clusters": names,
+                "cells": base64.b64encode(zlib.compress(cells.tobytes(), 9)).decode("ascii"),
+                "sha256": atlas_digest(names, cells)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], fonts: Sequence[str], font_size: int) -> "GlyphAtlas":
+        """Rebuild a serialized atlas; ValueError when it is malformed or its checksum differs."""
+        if d.get("format") != ATLAS_FORMAT:
+            raise ValueError(f"not a pixelpipe glyph atlas (format {d.get('format')!r}, expected {ATLAS_FORMAT})")
+        h, w = d["cell"]
+        names = list(d["clusters"])
+        try:
+            raw = zlib.decompress(base64.b64decode(d["cells"]))
+        except (ValueError, zlib.error) as e:
+            raise ValueError(f"glyph atlas cells cannot be decoded: {e}") from None
+        if len(raw) != len(names) * h * w:
+            raise ValueError(f"glyph atlas has {len(raw)} bytes of cells for {len(names)} clusters of {h}x{w}")
+        cells = np.frombuffer(raw, np.uint8).reshape(len(names), h, w)
+        if d.get("sha256") != atlas_digest(names, cells):
+            raise ValueError("glyph atlas checksum differs: the atlas was altered after it was written")
+        return cls(fonts, font_size, h, w, cells=dict(zip(names, cells)))
+
+
+def atlas_digest(names: Sequence[str], cells: np.ndarray) -> str:
+    h = hashlib.sha256("\x00".join(names).encode("utf-8"))
+    h.update(np.ascontiguousarray(cells, np.uint8).tobytes())
+    return h.hexdigest()

@@ -1,0 +1,155 @@
+"""Glyph-atlas rendering: cells, clusters, scripts, layout, truncation, split shards and manifests."""
+
+import numpy as np
+import pytest
+from faker import Faker
+
+from pixelpipe import io
+from pixelpipe.atlas import GlyphAtlas, clusters, draw_cluster, normalize, undrawable
+from pixelpipe.corpus import DEFAULT_LOCALES
+from pixelpipe.fonts import available_fonts, load_face
+from pixelpipe.render import Renderer, RenderSettings, render_split
+
+ROCKET, CJK = "\U0001F680", "\u4e2d"
+FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
+
+
+def settings(**kw) -> RenderSettings:
+    base = dict(fonts=FONTS, font_size=12, cell_height=16, cell_width=8, line_chars=12, lines=1, channels=1)
+    return RenderSettings(**{**base, **kw})
+
+
+def cell(renderer: Renderer, image: np.ndarray, k: int, line: int = 0) -> np.ndarray:
+    s = renderer.settings
+    return image[0, line * s.cell_height : (line + 1) * s.cell_height, k * s.cell_width : (k + 1) * s.cell_width]
+
+
+def test_fonts_are_only_the_bundled_faces():
+    assert set(FONTS) <= set(available_fonts())
+    for name in ("NoSuchFont", "../../../usr/share/fonts/x", "/etc/passwd"):
+        with pytest.raises(ValueError, match="unknown font.*available:.*DejaVuSans"):
+            load_face(name)
+
+
+def test_cells_are_drawn_once_deterministically_and_wide_glyphs_squeezed():
+    a = draw_cluster("W", FONTS, 12, 16, 8)
+    assert a.shape == (16, 8) and a.dtype == np.uint8 and a.max() > 0
+    assert (draw_cluster("W", FONTS, 12, 16, 8) == a).all()
+    assert a[:, 0].max() > 0 and a[:, -1].max() > 0  # "W" is 12 px wide at 12 px: squeezed to the full cell
+    assert draw_cluster(" ", FONTS, 12, 16, 8).max() == 0
+    atlas = GlyphAtlas(FONTS, 12, 16, 8)
+    i = atlas.lookup("W")
+    assert atlas.lookup("W") == i and len(atlas) == 2 and atlas.drawn == {"W"}  # blank cell + "W"
+
+
+def test_normalization_and_clusters():
+    assert normalize("  a \t b\n\nc ") == "a b c"
+    assert normalize("e\u0301") == "\u00e9"  # NFC: one precomposed letter
+    assert normalize("e\u0302\u0323") == "\u1ec7"  # Vietnamese, two marks: still one letter
+    assert clusters("\u0628\u064e\u0627") == ["\u0628\u064e", "\u0627"]  # Arabic fatha joins its letter
+    assert clusters("\u0645\u06cc\u200c\u062a") == ["\u0645", "\u06cc\u200c", "\u062a"]  # Persian ZWNJ joins
+    assert clusters("abc") == ["a", "b", "c"]
+
+
+def test_marks_are_drawn_on_their_letter():
+    plain, marked = draw_cluster("\u0628", FONTS, 12, 16, 8), draw_cluster("\u0628\u064e", FONTS, 12, 16, 8)
+    assert (plain != marked).any() and marked.sum() > plain.sum()
+    # an invisible format character changes nothing on the page
+    assert (draw_cluster("\u06cc\u200c", FONTS, 12, 16, 8) == draw_cluster("\u06cc", FONTS, 12, 16, 8)).all()
+
+
+def test_undrawable_characters_are_named():
+    assert undrawable("hello world", FONTS) == ""
+    assert undrawable(f"x{CJK}y{ROCKET}", FONTS) == "".join(sorted(ROCKET + CJK))
+    with pytest.raises(ValueError, match="no font"):
+        draw_cluster(CJK, FONTS, 12, 16, 8)
+
+
+@pytest.mark.parametrize("locale", DEFAULT_LOCALES)
+def test_every_default_language_is_drawable(locale):
+    fake = Faker(locale)
+    fake.seed_instance(0)
+    for _ in range(10):
+        text = fake.sentence()
+        assert undrawable(text, FONTS) == "", (locale, text)
+
+
+def test_atlas_round_trip_and_tamper_check():
+    r = Renderer(settings())
+    r.layout(["Hello, мир! שלום"])
+    d = r.atlas.to_dict()
+    back = GlyphAtlas.from_dict(d, FONTS, 12)
+    assert back.index.keys() == r.atlas.index.keys() and not back.drawn
+    for k, i in r.atlas.index.items():
+        assert (back.cells[back.index[k]] == r.atlas.cells[i]).all()
+    bad = {**d, "clusters": list(d["clusters"])}
+    bad["clusters"][1] = "Z"
+    with pytest.raises(ValueError, match="checksum"):
+        GlyphAtlas.from_dict(bad, FONTS, 12)
+    with pytest.raises(ValueError, match="format"):
+        GlyphAtlas.from_dict({**d, "format": "x"}, FONTS, 12)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_layout_one_cell_per_character_in_reading_order(channels):
+    r = Renderer(settings(channels=channels))
+    text = "Hi שלום"  # Hebrew stays in logical order: its first letter is the leftmost of its cells
+    images, full = r.render([text])
+    assert images.shape == (1, channels, 16, 96) and images.dtype == np.uint8 and full.tolist() == [7]
+    for k, ch in enumerate(text):
+        assert (cell(r, images[0], k) == r.atlas.cells[r.atlas.index[ch]]).all()
+    assert images[0, :, :, 7 * 8 :].max() == 0  # blank after the text
+    if channels == 3:
+        assert (images[0, 0] == images[0, 1]).all() and (images[0, 1] == images[0, 2]).all()
+
+
+def test_several_lines_wrap_cell_by_cell_and_long_texts_are_truncated_and_counted():
+    r = Renderer(settings(line_chars=4, lines=2))
+    images, full = r.render(["abcdefghij"])
+    assert images.shape == (1, 1, 32, 32) and full.tolist() == [10]
+    assert (cell(r, images[0], 0, line=1) == r.atlas.cells[r.atlas.index["e"]]).all()
+    assert (cell(r, images[0], 3, line=1) == r.atlas.cells[r.atlas.index["h"]]).all()  # "i", "j" cut
+
+
+def test_same_text_same_image_whatever_the_batch():
+    r1, r2 = Renderer(settings()), Renderer(settings())
+    a = r1.render(["a  b", "zebra"])[0]
+    b = r2.render(["zebra", "a b"])[0]
+    assert (a[0] == b[1]).all() and (a[1] == b[0]).all()
+
+
+def _split(tmp_path, name, texts, n_shards=3, shard_size=4, **kw):
+    d = tmp_path / name
+    paths = [d / f"shard-{i:05d}.npy" for i in range(n_shards)]
+    manifest = render_split(texts, list(range(len(texts))), [f"r{i}" for i in range(len(texts))], settings(**kw),
+                            paths, d / "manifest.json", shard_size=shard_size, progress=False)
+    return paths, manifest
+
+
+def test_render_split_shards_and_manifest(tmp_path):
+    texts = [f"sample {i} with words" for i in range(7)]  # 4 + 3 + 0 rows of 19 characters, 12 fit
+    logs = []
+    p, m = _split(tmp_path, "a", texts)
+    assert [s["count"] for s in m["shards"]] == [4, 3, 0]
+    assert np.load(p[2]).shape == (0, 1, 16, 96)
+    assert m["format"] == "pixelpipe.cache/2" and m["count"] == 7 and m["render"] == settings().to_dict()
+    assert m["shards"][1]["labels"] == [4, 5, 6] and m["shards"][1]["ids"] == ["r4", "r5", "r6"]
+    assert m["shards"][0]["lengths"] == [12] * 4 and m["truncated"] == 7 and m["longest_clusters"] == 19
+    assert [s["sha256"] for s in m["shards"]] == [io.sha256_file(x) for x in p]
+    assert io.read_json(tmp_path / "a" / "manifest.json") == m
+    atlas = GlyphAtlas.from_dict(m["atlas"], FONTS, 12)
+    assert set(atlas.index) == set("".join(texts)) | {" "}
+    r = Renderer(settings(), atlas)
+    assert (np.load(p[1])[2] == r.render([texts[6]])[0][0]).all()
+    _, m2 = _split(tmp_path, "b", texts, line_chars=24)
+    assert m2["truncated"] == 0 and m2["shards"][0]["lengths"] == [19] * 4
+    render_split(texts, list(range(7)), list(range(7)), settings(), p, tmp_path / "c.json", shard_size=4,
+                 progress=False, log=logs.append)
+    assert any("7 of 7 texts (100.0 %)" in line and "render.line_chars" in line for line in logs)
+
+
+def test_render_split_errors(tmp_path):
+    with pytest.raises(ValueError, match="do not fit"):
+        _split(tmp_path, "x", ["a"] * 13)
+    with pytest.raises(ValueError, match=f"row 5: .*{CJK}"):
+        _split(tmp_path, "y", ["a"] * 5 + [CJK] + ["b"] * 3)

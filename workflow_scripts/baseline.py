@@ -1,0 +1,21 @@
+# Snakemake adapter: train and test the character n-gram baseline on the corpus splits.
+import pandas as pd
+import torch
+
+from pixelpipe.baseline import train_baseline
+from pixelpipe.io import read_json, write_json
+from pixelpipe.logs import stage_log
+from pixelpipe.measure import StageMeter
+
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+cfg = sm.params.baseline
+with stage_log(sm.log[0]) as log, StageMeter("baseline", sm.output.metrics, [sm.output.json]) as meter:
+    torch.set_num_threads(sm.threads)
+    frames = {split: pd.read_parquet(sm.input[split]) for split in ("train", "val", "test")}
+    result = train_baseline({s: f["text"].tolist() for s, f in frames.items()},
+                            {s: f["label"].to_numpy() for s, f in frames.items()},
+                            num_classes=len(read_json(sm.input.labels)["labels"]), buckets=cfg["buckets"],
+                            epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=sm.params.seed,
+                            log=log)
+    write_json(sm.output.json, result)
+    meter.record(samples=len(frames["train"]) * cfg["epochs"], **result)
