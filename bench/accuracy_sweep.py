@@ -10,6 +10,7 @@ while wall times for the README are measured with Snakemake on the target CPU.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -27,21 +28,20 @@ from pixelpipe.render import RenderSettings, render_split
 from pixelpipe.train import load_teacher, train_student, train_teacher
 
 
-def prepare_cache(cfg: dict, root: Path, workers: int) -> Path:
-    key = json.dumps({"corpus": cfg["corpus"], "render": {k: v for k, v in cfg["render"].items() if k != "workers"}},
-                     sort_keys=True)
-    cache_root = root / f"data-{abs(hash(key)) % 10**8}"
+def prepare_cache(cfg: dict, root: Path) -> Path:
+    key = json.dumps({"corpus": cfg["corpus"], "render": cfg["render"], "seed": cfg["seed"]}, sort_keys=True)
+    cache_root = root / f"data-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     if (cache_root / "done").exists():
         return cache_root
-    settings = RenderSettings.from_config(cfg["render"], seed=cfg["seed"])
-    build_corpus(cfg["corpus"], settings, cache_root / "corpus", seed=cfg["seed"])
+    settings = RenderSettings.from_config(cfg["render"])
+    build_corpus(cfg["corpus"], cfg["render"]["fonts"], cache_root / "corpus", seed=cfg["seed"])
     for split in ("train", "val", "test"):
         df = pd.read_parquet(cache_root / "corpus" / f"{split}.parquet")
         n = shard_count(len(df), cfg["render"]["shard_size"])
         paths = [cache_root / "cache" / split / f"shard-{i:05d}.npy" for i in range(n)]
         render_split(df["text"].tolist(), df["label"].tolist(), df["id"].tolist(), settings, paths,
                      cache_root / "cache" / split / "manifest.json", shard_size=cfg["render"]["shard_size"],
-                     workers=workers, progress=False)
+                     progress=False)
     (cache_root / "done").write_text("ok")
     return cache_root
 
@@ -54,14 +54,19 @@ def last_epoch_rate(history: list[dict]) -> float:
     return (b["samples_seen"] - a["samples_seen"]) / max(1e-9, b["elapsed_s"] - a["elapsed_s"])
 
 
-def run_variant(name: str, cfg: dict, root: Path, workers: int) -> dict:
+def run_variant(name: str, cfg: dict, root: Path, teacher_only: bool = False) -> dict:
     import torch
 
-    data = prepare_cache(cfg, root, workers)
+    data = prepare_cache(cfg, root)
     out = root / name
     t0 = time.perf_counter()
     tres, tsum = train_teacher(cfg, data / "cache", data / "corpus" / "labels.json", out / "teacher")
     t_teacher = time.perf_counter() - t0
+    if teacher_only:
+        losses = [h.get("train_loss") for h in tres.history]
+        return {"variant": name, "teacher_acc": tsum["test_accuracy"], "teacher_s": round(t_teacher, 1),
+                "teacher_params": tsum["parameters"], "train_loss_per_epoch": losses,
+                "val_acc_per_epoch": [h.get("val_accuracy") for h in tres.history]}
     device = torch.device("cuda" if torch.cuda.is_available() and cfg["hardware"]["device"] != "cpu" else "cpu")
     teacher = load_teacher(out / "teacher", device)
     split = CacheSplit(data / "cache" / "train")
@@ -99,7 +104,7 @@ def main() -> None:
     ap.add_argument("--config", default="config.yaml")
     ap.add_argument("--variants", required=True, help="JSON file: {name: config overrides}")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--teacher-only", action="store_true", help="train and test the teacher only (lr/depth sweeps)")
     ap.add_argument("--keep-precision", action="store_true", help="do not force fp32 (for timing GPU profiles)")
     args = ap.parse_args()
     variants = json.loads(Path(args.variants).read_text())
@@ -110,7 +115,7 @@ def main() -> None:
         base = {} if args.keep_precision else {"engine": {"precision": "fp32"}}
         cfg = load_config(args.config, deep_merge(deep_merge(base, {"engine": {"progress": False}}), overrides))
         try:
-            rows.append(run_variant(name, cfg, root, args.workers))
+            rows.append(run_variant(name, cfg, root, args.teacher_only))
         except Exception as err:  # one broken variant must not lose the others
             rows.append({"variant": name, "error": repr(err)})
         print(json.dumps(rows[-1]), flush=True)

@@ -61,7 +61,9 @@ HOST_RUNTIME = {
     "corpus_row": 2_500,  # per corpus row (DataFrame, texts, bad-row checks): (default - tiny) / (17100 - 380) rows
     "render": 10_500_000,  # fonts, the atlas, PIL
     "render_text": 80,  # Python str overhead per text (object header, hash, length)
-    "render_per_char": 25,  # vectorized code point lookup: uint32 code points, int32 cells, int64 rows/positions
+    # vectorized code point lookup (uint32 code points, int32 cells, int64 rows/positions) and the gather's
+    # index arrays: fitted on the default run's three render jobs (train -3 %, val -6 %, test -11 %)
+    "render_per_char": 80,
     "loader_worker": 22_000_000,  # USS of one forked DataLoader worker (pages it copies-on-write)
     "baseline": 80_000_000,  # autograd, the sparse gradient and its coalescing buffers, the optimizers
     "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
@@ -85,9 +87,18 @@ ONNX_MODEL_COPIES = {"export_onnx": 2.45, "quantize_onnx": 4.25}
 # and blocks glibc keeps in its arenas. Measured RSS growth per sample of a training step of the default
 # teacher (batch 32/64/128, 2 threads) over the predicted activations + workspace: 1.42/1.42/1.31.
 CPU_TRAIN_TRANSIENT = 1.38
-# Inference holds no saved tensors, only the live temporaries of one block; measured RSS growth per image of
-# the default teacher (batch 64/256/512) is 1.5x one core call's activation bytes.
-CPU_INFER_FACTOR = 1.5
+# Inference holds no saved tensors, only the live temporaries of one block (the local mixer's 4 x D hidden
+# layer included) and what glibc keeps of them: fitted on the default run's four encode jobs (pair stem,
+# D=64, 96 tokens) as 2.3x one core call's activation bytes (residuals -8 % to +12 %).
+CPU_INFER_FACTOR = 2.3
+# onnxruntime's arena keeps the peak of every session's activations; per deploy stage, the arenas' bytes as
+# multiples of one torch forward at the same batch, fitted on the default run (export: the parity session;
+# quantize: calibration and two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their
+# profiled copies and the batch-size sweep). In-sample fits of one run each.
+ORT_ARENA_FACTOR = {"export_onnx": 2.07, "quantize_onnx": 1.51, "deploy_benchmark": 4.25}
+# The n-gram baseline's ids: int64 ids, the per-text Python lists they are hashed from and the copy into a
+# tensor, fitted on the default run as bytes per n-gram (8 would be the ids alone).
+BASELINE_BYTES_PER_NGRAM = 36
 # CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
 CUDA_RESERVED_OVERHEAD = 1.10
 # Parquet of the built-in corpus, for the disk preflight's estimate only (the plan proper writes the exact
@@ -553,7 +564,7 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     teacher = encoder_for(cfg, "teacher", classes)
     student = encoder_for(cfg, "student", classes)
     report = cfg.get("report", {})
-    gflops = report.get("cpu_gflops", 10.0)
+    gflops = report.get("cpu_gflops")
     cuda = cfg["hardware"]["profile"] != "cpu"
     if cuda:
         tflops = report.get("gpu_tflops")
@@ -571,7 +582,7 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     # gradient and Adam's two moments, one batch's bags
     bcfg = cfg["baseline"]
     ngrams = sum(3 * (chars[split] + len(texts)) for split, (texts, _, _) in facts.splits.items())
-    host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"], "n-gram ids": 8 * ngrams,
+    host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"], "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
             "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * classes}
     stages.append(StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
                             samples=sizes["train"] * bcfg["epochs"], detail={"host": host}))
@@ -710,7 +721,8 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     n_parity = min(shard_size, sizes["val"])
     host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["export_onnx"], "torch weights": 4 * params,
             "model copies": ONNX_MODEL_COPIES["export_onnx"] * fp32, "val shard": n_parity * pixels,
-            "parity batch": forward(min(256, n_parity)) + min(256, n_parity) * pixels * 4}
+            "parity batch": forward(min(256, n_parity)) + min(256, n_parity) * pixels * 4,
+            "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * forward(min(256, n_parity))}
     host = {k: int(v) for k, v in host.items()}
     stages.append(StagePlan("export_onnx", "student", sum(host.values()), fp32, samples=n_parity,
                             detail={"host": host, "disk": {"student.onnx (estimate)": fp32}, "onnx": sizes_onnx}))
@@ -719,14 +731,16 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     batch = max(min(64, calib), min(256, sizes["test"]))  # calibration batches of 64, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
             "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * fp32 + int8,
-            "largest batch forward": forward(batch) + batch * pixels * 4}
+            "largest batch forward": forward(batch) + batch * pixels * 4,
+            "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     stages.append(StagePlan("quantize_onnx", "student", sum(host.values()), int8, samples=calib,
                             detail={"host": host, "disk": {"student.int8.onnx (estimate)": int8}}))
     batch = max(max(dcfg["batch_sizes"]), min(256, sizes["test"]))  # timing batches, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["deploy_benchmark"],
             "models (torch, ONNX fp32, int8)": 4 * params + fp32 + int8, "test images": sizes["test"] * pixels,
-            "largest batch forward": forward(batch) + batch * pixels * 4}
+            "largest batch forward": forward(batch) + batch * pixels * 4,
+            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     reports = _deploy_report_bytes(cfg, student, fp32, int8, sizes["test"])
     stages.append(StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
@@ -755,6 +769,8 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
             - disk_totals["ONNX temporaries (quantize)"],
             "device": "cuda" if cuda else "cpu", "precision": precision,
             "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
+                            "cpu_infer_factor": CPU_INFER_FACTOR, "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
+                            "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
                             "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
 
 
