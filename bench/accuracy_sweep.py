@@ -4,7 +4,7 @@ Used to choose the CPU defaults: accuracy does not depend on the device when
 precision is fp32, so the sweep may run on a fast machine (`--device cuda`)
 while wall times for the README are measured with Snakemake on the target CPU.
 
-    python bench/accuracy_sweep.py --out /tmp/sweep --variants bench/sweep_variants.json
+    python bench/accuracy_sweep.py --out /tmp/sweep --variants bench/lr_depth_variants.json --teacher-only
 """
 
 from __future__ import annotations

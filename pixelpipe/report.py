@@ -199,13 +199,24 @@ def read_curves(path: Path) -> list[dict]:
 
 
 # ---- plots --------------------------------------------------------------------------------------
-def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict], results: Path, root: Path) -> None:
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # predicted vs measured: one panel per resource
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    _pyplot().close(fig)
+
+
+def plot_predicted_vs_measured(path: Path, rows: list[dict]) -> None:
+    """One panel per resource: the planner's prediction beside StageMeter's measurement, per job."""
+    plt = _pyplot()
     resources = [r for r in RESOURCES if any(row["resources"].get(r, {}).get("measured") for row in rows)]
     fig, axes = plt.subplots(1, len(resources), figsize=(6 * len(resources), 0.35 * len(rows) + 2), squeeze=False)
     for ax, res in zip(axes[0], resources):
@@ -222,18 +233,19 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
             ax.set_xscale("log")
         ax.set_title(RESOURCES[res][0], fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "predicted_vs_measured.png", dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
-    # time per rule (measured), predicted where known
+
+def plot_time_per_rule(path: Path, rows: list[dict], metrics: list[dict]) -> None:
+    """Measured wall time summed per rule, with the planner's indicative prediction where it has one."""
+    plt = _pyplot()
     by_rule: dict[str, list[float]] = {}
     for m in metrics:
         by_rule.setdefault(m["rule"], []).append(m["wall_s"])
     fig, ax = plt.subplots(figsize=(7, 3.5))
     names = list(by_rule)
     ax.bar(names, [sum(v) for v in by_rule.values()], color="tab:blue", label="measured (sum over jobs)")
-    pred = {}
+    pred: dict[str, float] = {}
     for r in rows:
         p = r["resources"].get("wall_s", {}).get("predicted")
         if p:
@@ -244,41 +256,47 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     ax.legend(fontsize=8)
     ax.set_title("time per rule")
-    fig.tight_layout()
-    fig.savefig(out / "time_per_rule.png", dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
-    # training-step breakdown (measured)
-    trains = [m for m in metrics if m["rule"].startswith("train_") or m["rule"] == "encode" and m.get("components")]
-    trains = [m for m in trains if m["rule"].startswith("train_")] + [m for m in trains if m["rule"] == "encode"][:1]
+
+def _component_seconds(m: dict, c: str) -> float:
+    """Seconds of one bar segment: a forward part, the forward's unattributed rest, or a step component."""
+    if c.startswith("forward."):
+        return m.get("forward_parts", {}).get(c.split(".", 1)[1], {}).get("seconds", 0.0)
+    if c == "forward" and m.get("forward_parts"):
+        parts = sum(v["seconds"] for v in m["forward_parts"].values())
+        return max(0.0, m["components"].get("forward", {}).get("seconds", 0.0) - parts)
+    return m.get("components", {}).get(c, {}).get("seconds", 0.0)
+
+
+def plot_train_breakdown(path: Path, metrics: list[dict]) -> None:
+    """Where training (and one encode job) spent its time, by step component and forward part."""
+    plt = _pyplot()
+    trains = [m for m in metrics if m["rule"].startswith("train_")]
+    trains += [m for m in metrics if m["rule"] == "encode" and m.get("components")][:1]
+    comps = sorted({c for m in trains for c in m.get("components", {})}
+                   | {f"forward.{p}" for m in trains for p in m.get("forward_parts", {})})
+    has_parts = any(x.startswith("forward.") for x in comps)
+    comps = list(dict.fromkeys([c for c in comps if not (c == "forward" and has_parts)]
+                               + (["forward"] if "forward" in comps else [])))
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    comps = sorted({c for m in trains for c in m.get("components", {})} | {f"forward.{p}" for m in trains for p in m.get("forward_parts", {})})
-    comps = [c for c in comps if not (c == "forward" and any(x.startswith("forward.") for x in comps))] + (["forward"] if "forward" in comps else [])
-    comps = list(dict.fromkeys(comps))
     left = [0.0] * len(trains)
     cmap = plt.get_cmap("tab20")
     for j, c in enumerate(comps):
-        vals = []
-        for m in trains:
-            if c.startswith("forward."):
-                vals.append(m.get("forward_parts", {}).get(c.split(".", 1)[1], {}).get("seconds", 0.0))
-            elif c == "forward" and m.get("forward_parts"):
-                fp = sum(v["seconds"] for v in m["forward_parts"].values())
-                vals.append(max(0.0, m["components"].get("forward", {}).get("seconds", 0.0) - fp))
-            else:
-                vals.append(m.get("components", {}).get(c, {}).get("seconds", 0.0))
-        label = "forward (rest; all of it without parts)" if c == "forward" and any(x.startswith("forward.") for x in comps) else c
+        vals = [_component_seconds(m, c) for m in trains]
+        label = "forward (rest; all of it without parts)" if c == "forward" and has_parts else c
         ax.barh(range(len(trains)), vals, left=left, label=label, color=cmap(j % 20))
         left = [a + b for a, b in zip(left, vals)]
     ax.set_yticks(range(len(trains)), [m["key"] for m in trains], fontsize=8)
     ax.set_xlabel("seconds (measured)")
     ax.set_title("training step (and one encode job) by component")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
-    fig.tight_layout()
-    fig.savefig(out / "train_breakdown.png", dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
-    # throughput
+
+def plot_throughput(path: Path, metrics: list[dict]) -> None:
+    """Samples per second of every job that reports one."""
+    plt = _pyplot()
     thr = [m for m in metrics if m.get("samples_per_s")]
     fig, ax = plt.subplots(figsize=(7, 0.3 * len(thr) + 1.5))
     ax.barh([m["key"] for m in thr], [m["samples_per_s"] for m in thr], color="tab:green")
@@ -286,23 +304,21 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("samples / s (measured, stage wall time)")
     ax.set_title("throughput")
-    fig.tight_layout()
-    fig.savefig(out / "throughput.png", dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
-    # loss / accuracy curves
+
+def plot_curves(path: Path, results: Path) -> None:
+    """Loss and accuracy per optimizer step of the teacher and the student, with their test points."""
+    plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for role, style in (("teacher", "-"), ("student", "--")):
         rows_c = read_curves(results / role / "metrics.csv")
         for split, color in (("train", "tab:blue"), ("val", "tab:orange")):
-            pts = [r for r in rows_c if r["split"] == split and r.get("loss") is not None]
-            if pts:
-                axes[0].plot([r["step"] for r in pts], [r["loss"] for r in pts], style, marker="o", color=color,
-                             label=f"{role} {split}")
-            pts = [r for r in rows_c if r["split"] == split and r.get("accuracy") is not None]
-            if pts:
-                axes[1].plot([r["step"] for r in pts], [r["accuracy"] for r in pts], style, marker="o", color=color,
-                             label=f"{role} {split}")
+            for ax, key in zip(axes, ("loss", "accuracy")):
+                pts = [r for r in rows_c if r["split"] == split and r.get(key) is not None]
+                if pts:
+                    ax.plot([r["step"] for r in pts], [r[key] for r in pts], style, marker="o", color=color,
+                            label=f"{role} {split}")
         test = [r for r in rows_c if r["split"] == "test"]
         if test:
             axes[1].scatter([test[-1]["step"]], [test[-1]["accuracy"]], marker="*", s=80, label=f"{role} test")
@@ -311,11 +327,12 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
     for ax in axes:
         ax.set_xlabel("optimizer step")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
-    # disk over the DAG
+
+def plot_disk_over_dag(path: Path, disk: list[dict]) -> None:
+    """Bytes on disk after each finished job, measured against the planner's running prediction."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.5))
     x = range(len(disk))
     ax.step(x, [d["measured_bytes"] / 2**20 for d in disk], where="post", label="measured")
@@ -324,9 +341,17 @@ def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict
     ax.set_ylabel("MiB on disk (outputs + checkpoints)")
     ax.set_title("disk usage over the DAG (jobs in finish order)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "disk_over_dag.png", dpi=100)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def make_plots(out: Path, rows: list[dict], metrics: list[dict], disk: list[dict], results: Path) -> None:
+    """Every figure of the report, one function each."""
+    plot_predicted_vs_measured(out / "predicted_vs_measured.png", rows)
+    plot_time_per_rule(out / "time_per_rule.png", rows, metrics)
+    plot_train_breakdown(out / "train_breakdown.png", metrics)
+    plot_throughput(out / "throughput.png", metrics)
+    plot_curves(out / "curves.png", results)
+    plot_disk_over_dag(out / "disk_over_dag.png", disk)
 
 
 def summary_markdown(rows: list[dict], metrics: list[dict], plan: dict, machine: str, tolerance: float,
@@ -378,5 +403,5 @@ def write_reports(results: str | os.PathLike, plan: dict, out_dir: str | os.Path
     write_text(out / "memory.md", memory_markdown(rows, plan, machine, tolerance))
     write_text(out / "time.md", time_markdown(rows, metrics, root, machine))
     write_text(out / "summary.md", summary_markdown(rows, metrics, plan, machine, tolerance, results))
-    make_plots(out, rows, metrics, disk, results, root)
+    make_plots(out, rows, metrics, disk, results)
     return {"rows": rows, "plan": plan}
