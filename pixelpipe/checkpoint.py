@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from .io import atomic_path, read_json, write_json
+from .io import atomic_path, read_json, sha256_file, verify_file, write_json
 from .model import EncoderConfig, TRMVisionEncoder
 
 _STEP_RE = re.compile(r"^step-(\d+)\.json$")
@@ -27,12 +27,13 @@ def _contiguous(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def save_model(out_dir: str | Path, model: TRMVisionEncoder, extra: dict[str, Any] | None = None) -> None:
-    """Write model.safetensors + config.json (encoder config plus whatever `extra` describes)."""
+    """Write model.safetensors + config.json (encoder config, the weights' sha256, whatever `extra` describes)."""
     out_dir = Path(out_dir)
     model = getattr(model, "_orig_mod", model)
     with atomic_path(out_dir / "model.safetensors", suffix=".safetensors") as tmp:
         save_file(_contiguous(model.state_dict()), str(tmp))
-    write_json(out_dir / "config.json", {"encoder": model.cfg.to_dict(), **(extra or {})})
+    write_json(out_dir / "config.json", {"encoder": model.cfg.to_dict(), **(extra or {}),
+                                         "weights_sha256": sha256_file(out_dir / "model.safetensors")})
 
 
 def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> tuple[TRMVisionEncoder, dict]:
@@ -42,6 +43,8 @@ def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> tup
         if not p.exists():
             raise FileNotFoundError(f"model file missing: {p}")
     config = read_json(cfg_path)
+    if "weights_sha256" in config:  # models written before checksums were recorded load unchecked
+        verify_file(weights, config["weights_sha256"], str(cfg_path), f"train_{config.get('role', 'student')}")
     model = TRMVisionEncoder(EncoderConfig.from_dict(config["encoder"]))
     model.load_state_dict(load_file(str(weights), device=str(device)))
     return model.to(device), config

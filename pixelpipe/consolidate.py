@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .io import read_json, sha256_file, write_json
+from .io import read_json, sha256_file, verify_file, write_json
 
 
 def npz_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -71,15 +71,15 @@ def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: 
     return manifest
 
 
-def open_dataset(dataset_dir: str | Path, verify: bool = False) -> dict[str, np.ndarray]:
-    """Memory-map every field of a consolidated dataset, checking shapes (and sha256 if asked)."""
+def open_dataset(dataset_dir: str | Path, verify: bool = True) -> dict[str, np.ndarray]:
+    """Memory-map every field of a consolidated dataset, checking shapes and (unless told not to) sha256."""
     dataset_dir = Path(dataset_dir)
     manifest = read_json(dataset_dir / "manifest.json")
     arrays = {}
     for name, info in manifest["fields"].items():
         path = dataset_dir / info["file"]
-        if verify and sha256_file(path) != info["sha256"]:
-            raise ValueError(f"{path}: sha256 does not match manifest.json")
+        if verify:
+            verify_file(path, info.get("sha256"), str(dataset_dir / "manifest.json"), "consolidate")
         arr = np.load(path, mmap_mode="r")
         if list(arr.shape) != info["shape"] or str(arr.dtype) != info["dtype"]:
             raise ValueError(f"{path}: shape {arr.shape} {arr.dtype} does not match manifest {info['shape']} {info['dtype']}")

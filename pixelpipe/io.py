@@ -74,7 +74,12 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """Parsed JSON; a damaged file raises IntegrityError naming it (not a bare JSONDecodeError)."""
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise IntegrityError(f"{path} is not valid JSON ({err}); delete it and rerun the rule that writes it") from None
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -95,19 +100,29 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+# (path, sha256, size, mtime) of files this process already verified: a stage that opens the same split
+# twice (a dataset per split, plus the split itself for its settings) hashes it once.
+_VERIFIED: set[tuple[str, str, int, int]] = set()
+
+
 def verify_file(path: str | os.PathLike, sha256: str | None, source: str, rerun: str) -> None:
     """Raise IntegrityError unless `path` exists and hashes to `sha256` (as recorded in `source`).
 
     `rerun` is the Snakemake rule that rebuilds the file; the message says how to run it.
     """
     path = Path(path)
+    fix = f"rebuild it: snakemake --forcerun {rerun}"
     if not path.is_file():
-        raise IntegrityError(f"{path} is missing (listed in {source}); rebuild it: snakemake --forcerun {rerun}")
+        raise IntegrityError(f"{path} is missing (listed in {source}); {fix}")
     if not sha256:
-        raise IntegrityError(f"{source} records no sha256 for {path}; rebuild it: snakemake --forcerun {rerun}")
+        raise IntegrityError(f"{source} records no sha256 for {path}; {fix}")
+    st = path.stat()
+    key = (str(path.resolve()), sha256, st.st_size, st.st_mtime_ns)
+    if key in _VERIFIED:
+        return
     if sha256_file(path) != sha256:
-        raise IntegrityError(f"{path} is corrupt: its sha256 differs from the one in {source}; "
-                             f"rebuild it: snakemake --forcerun {rerun}")
+        raise IntegrityError(f"{path} is corrupt: its sha256 differs from the one in {source}; {fix}")
+    _VERIFIED.add(key)
 
 
 def _json_default(obj: Any) -> Any:

@@ -48,7 +48,10 @@ class CacheCalibrationReader:
 
     def _batches(self) -> Iterator[dict[str, np.ndarray]]:
         left = self.samples
+        from .render import verify_shards
+
         for path in self.shard_paths:
+            verify_shards(path.parent, [path.name])
             shard = np.load(path, mmap_mode="r")
             for i in range(0, len(shard), self.batch_size):
                 if left <= 0:

@@ -1,0 +1,166 @@
+"""Fault injection: every case of docs/reliability.md, at unit level where a full run is not needed.
+
+Each test damages an input or an artifact, or makes a stage fail, and asserts that pixelpipe
+refuses with a one-line message naming the file or config key, or recovers, and that no final
+artifact is ever wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pixelpipe import io
+from pixelpipe.logs import stage_log
+
+
+def _flip_byte(path: Path, offset: int = -1) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+# ---- atomic writes -------------------------------------------------------------------------------
+
+
+def test_atomic_files_get_the_umask_mode_and_no_temporaries_survive(tmp_path):
+    old = os.umask(0o022)
+    try:
+        io.write_json(tmp_path / "a.json", {"x": 1})
+        io.save_npy(tmp_path / "b.npy", np.zeros(3))
+    finally:
+        os.umask(old)
+    for name in ("a.json", "b.npy"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644
+    with pytest.raises(RuntimeError):
+        with io.atomic_path(tmp_path / "c.bin") as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("killed half-way")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.npy"]
+
+
+def test_atomic_path_flushes_file_and_directory(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(io, "fsync_path", lambda p: synced.append(Path(p)))
+    io.write_text(tmp_path / "t.txt", "x")
+    assert synced[0].name.startswith(".t.txt.") and synced[1] == tmp_path
+
+
+def test_verify_file_names_file_manifest_and_rule(tmp_path):
+    path = tmp_path / "shard.npy"
+    io.save_npy(path, np.arange(10, dtype=np.uint8))
+    sha = io.sha256_file(path)
+    io.verify_file(path, sha, "manifest.json", "render_train")
+    _flip_byte(path)
+    with pytest.raises(io.IntegrityError) as err:
+        io.verify_file(path, sha, "manifest.json", "render_train")
+    assert str(path) in _one_line(err) and "manifest.json" in str(err.value) and "--forcerun render_train" in str(err.value)
+    path.unlink()
+    with pytest.raises(io.IntegrityError, match="is missing"):
+        io.verify_file(path, sha, "manifest.json", "render_train")
+
+
+# ---- stage logs ----------------------------------------------------------------------------------
+
+
+def test_failed_stage_log_carries_the_traceback(tmp_path):
+    log_path = tmp_path / "stage.log"
+    with pytest.raises(ZeroDivisionError):
+        with stage_log(log_path) as log:
+            log("starting")
+            1 / 0
+    text = log_path.read_text()
+    assert "starting" in text and "ERROR: ZeroDivisionError" in text and "Traceback (most recent call last)" in text
+
+
+# ---- verify on read: cache shards, consolidated arrays, models, ONNX --------------------------------
+
+
+@pytest.fixture
+def cache_split(tmp_path) -> Path:
+    """A tiny rendered split `train` (2 shards) in a fresh directory, so each test may damage it."""
+    from pixelpipe.render import render_split
+    from tests.test_render import settings
+
+    d = tmp_path / "cache" / "train"
+    render_split([f"text {i}" for i in range(5)], [i % 2 for i in range(5)], [f"id{i}" for i in range(5)], settings(),
+                 [d / "shard-00000.npy", d / "shard-00001.npy"], d / "manifest.json", shard_size=3, progress=False)
+    return d
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_damaged_cache_shard_is_refused_by_every_reader(cache_split, damage):
+    from pixelpipe.cache import CacheDataset, CacheSplit
+    from pixelpipe.onnxmodel import iter_cache_split
+    from pixelpipe.quantize import CacheCalibrationReader
+
+    shard = cache_split / "shard-00001.npy"
+    if damage == "flip":
+        _flip_byte(shard)
+    else:
+        shard.write_bytes(shard.read_bytes()[:-7])
+    readers = [lambda: CacheSplit(cache_split), lambda: CacheDataset(cache_split),  # train_teacher/student
+               lambda: CacheSplit(cache_split, verify=False).verify([1]),  # encode (its own shard)
+               lambda: list(iter_cache_split(cache_split)),  # quantize / deploy_benchmark accuracy
+               lambda: CacheCalibrationReader([shard], 4).get_next()]  # quantize calibration
+    for read in readers:
+        with pytest.raises(io.IntegrityError) as err:
+            read()
+        assert str(shard) in _one_line(err) and "snakemake --forcerun render_train" in str(err.value)
+    CacheSplit(cache_split, verify=False).verify([0])  # the intact shard still reads
+
+
+def test_damaged_dataset_array_is_refused(tmp_path):
+    from pixelpipe.consolidate import consolidate, open_dataset
+
+    shard = tmp_path / "a.npz"
+    np.savez(shard, logits=np.ones((4, 3), np.float32), labels=np.arange(4))
+    consolidate([shard], tmp_path / "train")
+    open_dataset(tmp_path / "train")
+    _flip_byte(tmp_path / "train" / "logits.npy")
+    with pytest.raises(io.IntegrityError) as err:
+        open_dataset(tmp_path / "train")
+    assert "logits.npy" in _one_line(err) and "--forcerun consolidate" in str(err.value)
+
+
+def test_damaged_model_weights_are_refused(tmp_path):
+    from pixelpipe.checkpoint import load_model, save_model
+    from tests._engine_utils import tiny_model
+
+    save_model(tmp_path / "teacher", tiny_model(), {"role": "teacher", "labels": ["a", "b", "c"]})
+    load_model(tmp_path / "teacher")
+    _flip_byte(tmp_path / "teacher" / "model.safetensors")
+    with pytest.raises(io.IntegrityError) as err:
+        load_model(tmp_path / "teacher")
+    assert "model.safetensors" in _one_line(err) and "--forcerun train_teacher" in str(err.value)
+
+
+def test_damaged_manifest_names_the_file(cache_split):
+    from pixelpipe.cache import CacheSplit
+
+    (cache_split / "manifest.json").write_text('{"shards": [')
+    with pytest.raises(io.IntegrityError) as err:
+        CacheSplit(cache_split)
+    assert "manifest.json is not valid JSON" in _one_line(err)
+
+
+def test_damaged_onnx_is_refused_against_its_rules_metrics(tmp_path):
+    from pixelpipe.onnxmodel import verify_onnx
+
+    onnx_path, metrics = tmp_path / "student.onnx", tmp_path / "student.json"
+    onnx_path.write_bytes(b"\x08\x07" * 100)
+    io.write_json(metrics, {"onnx_sha256": io.sha256_file(onnx_path)})
+    verify_onnx(onnx_path, metrics, "export_onnx")
+    _flip_byte(onnx_path, 10)
+    with pytest.raises(io.IntegrityError, match=r"student.onnx is corrupt.*--forcerun export_onnx"):
+        verify_onnx(onnx_path, metrics, "export_onnx")
