@@ -42,10 +42,9 @@ def test_atomic_files_get_the_umask_mode_and_no_temporaries_survive(tmp_path):
         os.umask(old)
     for name in ("a.json", "b.npy"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644
-    with pytest.raises(RuntimeError):
-        with io.atomic_path(tmp_path / "c.bin") as tmp:
-            tmp.write_bytes(b"half")
-            raise RuntimeError("killed half-way")
+    with pytest.raises(RuntimeError), io.atomic_path(tmp_path / "c.bin") as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("killed half-way")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.npy"]
 
 
@@ -75,10 +74,9 @@ def test_verify_file_names_file_manifest_and_rule(tmp_path):
 
 def test_failed_stage_log_carries_the_traceback(tmp_path):
     log_path = tmp_path / "stage.log"
-    with pytest.raises(ZeroDivisionError):
-        with stage_log(log_path) as log:
-            log("starting")
-            1 / 0
+    with pytest.raises(ZeroDivisionError), stage_log(log_path) as log:
+        log("starting")
+        raise ZeroDivisionError("division by zero")
     text = log_path.read_text()
     assert "starting" in text and "ERROR: ZeroDivisionError" in text and "Traceback (most recent call last)" in text
 
