@@ -325,11 +325,10 @@ class Trainer:
         ckpt.rotate_checkpoints(self.ckpt_dir, self.keep_last)
 
     def maybe_resume(self) -> bool:
-        found = ckpt.list_checkpoints(self.ckpt_dir) if self.ckpt_dir else []
-        if not found:
+        found = ckpt.load_newest_valid(self.ckpt_dir, self._modules(), self.optimizer, self.log) if self.ckpt_dir else None
+        if found is None:
             return False
-        step, path = found[-1]
-        meta = ckpt.load_training_state(path, self._modules(), self.optimizer)
+        step, path, meta = found
         saved_batch = meta.get("batch_size", meta["micro_batch"] * meta["accum"])
         if saved_batch != self.train.batch_size:
             raise ValueError(f"{self.desc}: checkpoint {path} was written with batch_size {saved_batch}, "

@@ -105,13 +105,13 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 _VERIFIED: set[tuple[str, str, int, int]] = set()
 
 
-def verify_file(path: str | os.PathLike, sha256: str | None, source: str, rerun: str) -> None:
+def verify_file(path: str | os.PathLike, sha256: str | None, source: str, rerun: str | None) -> None:
     """Raise IntegrityError unless `path` exists and hashes to `sha256` (as recorded in `source`).
 
     `rerun` is the Snakemake rule that rebuilds the file; the message says how to run it.
     """
     path = Path(path)
-    fix = f"rebuild it: snakemake --forcerun {rerun}"
+    fix = f"rebuild it: snakemake --forcerun {rerun}" if rerun else "it cannot be used"
     if not path.is_file():
         raise IntegrityError(f"{path} is missing (listed in {source}); {fix}")
     if not sha256:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from pixelpipe import io
+from pixelpipe.checkpoint import list_checkpoints
 from pixelpipe.logs import stage_log
 
 
@@ -162,3 +164,87 @@ def test_damaged_onnx_is_refused_against_its_rules_metrics(tmp_path):
     _flip_byte(onnx_path, 10)
     with pytest.raises(io.IntegrityError, match=r"student.onnx is corrupt.*--forcerun export_onnx"):
         verify_onnx(onnx_path, metrics, "export_onnx")
+
+
+# ---- checkpoints -------------------------------------------------------------------------------------
+
+
+def _checkpointed_run(ckpt_dir: Path):
+    """A finished tiny run with checkpoints at steps 2 and 4 (the final one); returns its trainer."""
+    from tests._engine_utils import ToyImages, make_trainer
+
+    trainer = make_trainer(ToyImages(32), batch_size=8, epochs=1, ckpt_dir=ckpt_dir, every_steps=2, keep_last=3)
+    trainer.fit()
+    assert [s for s, _ in list_checkpoints(ckpt_dir)] == [2, 4]
+    return trainer
+
+
+@pytest.mark.parametrize("damage", ["data byte", "header", "json"])
+def test_resume_skips_a_damaged_checkpoint_and_says_why(tmp_path, damage):
+    from safetensors.torch import load_file
+
+    from tests._engine_utils import ToyImages, make_trainer
+
+    _checkpointed_run(tmp_path)
+    step2 = load_file(str(tmp_path / "step-2.safetensors"))
+    if damage == "data byte":
+        _flip_byte(tmp_path / "step-4.safetensors")
+    elif damage == "header":
+        _flip_byte(tmp_path / "step-4.safetensors", 3)
+    else:
+        (tmp_path / "step-4.json").write_text("{")
+    logs: list[str] = []
+    resumed = make_trainer(ToyImages(32), batch_size=8, epochs=1, ckpt_dir=tmp_path, every_steps=2, keep_last=3)
+    resumed.log = logs.append
+    assert resumed.maybe_resume() and resumed.resumed_from == 2
+    skipped = [line for line in logs if "skipped checkpoint step-4.json" in line]
+    assert skipped and ("corrupt" in skipped[0] or "not valid JSON" in skipped[0]), logs
+    assert not (tmp_path / "step-4.safetensors").exists() and not (tmp_path / "step-4.json").exists()
+    for k, v in resumed.model.state_dict().items():
+        assert torch.equal(v, step2[f"model.{k}"]), k
+
+
+def test_no_valid_checkpoint_starts_fresh_with_untouched_weights(tmp_path):
+    from tests._engine_utils import ToyImages, make_trainer, state
+
+    _checkpointed_run(tmp_path)
+    for p in tmp_path.glob("step-*.safetensors"):
+        _flip_byte(p)
+    fresh = make_trainer(ToyImages(32), batch_size=8, epochs=1, ckpt_dir=tmp_path, every_steps=2)
+    before = state(fresh.model)
+    assert not fresh.maybe_resume()
+    assert all(torch.equal(before[k], v) for k, v in fresh.model.state_dict().items())
+    assert not list(tmp_path.glob("step-*"))
+
+
+def test_orphan_checkpoint_files_are_removed(tmp_path):
+    from tests._engine_utils import ToyImages, make_trainer
+
+    _checkpointed_run(tmp_path)
+    (tmp_path / "step-4.json").unlink()  # killed between the tensors and the JSON
+    (tmp_path / ".step-6.safetensors.1a2b3c4d.tmp.safetensors").write_bytes(b"partial")  # killed mid-write
+    logs: list[str] = []
+    resumed = make_trainer(ToyImages(32), batch_size=8, epochs=1, ckpt_dir=tmp_path, every_steps=2)
+    resumed.log = logs.append
+    assert resumed.maybe_resume() and resumed.resumed_from == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-2.json", "step-2.safetensors"]
+    assert sum("removed incomplete checkpoint file" in line for line in logs) == 2
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [2]
+
+
+def test_fingerprint_covers_the_source_code(tmp_path, monkeypatch):
+    from pixelpipe import train
+
+    cfg = {"student": {"train": {"lr": 1.0}}, "engine": {"precision": "fp32"}, "seed": 0}
+    data = tmp_path / "manifest.json"
+    data.write_text("{}")
+    before = train.training_fingerprint(cfg, "student", [data])
+    monkeypatch.setattr(train, "source_hash", lambda: "a fixed bug in the loss")
+    after = train.training_fingerprint(cfg, "student", [data])
+    assert before != after
+    ckpt_dir = tmp_path / "ckpt"
+    _checkpointed_run(ckpt_dir)
+    train.clear_stale_checkpoints(ckpt_dir, before, log=lambda m: None)
+    logs: list[str] = []
+    train.clear_stale_checkpoints(ckpt_dir, after, log=logs.append)
+    assert not list(ckpt_dir.glob("step-*")) and "belong to another run" in logs[0]
