@@ -30,6 +30,12 @@ from .hardware import DeviceInfo, resolve_precision
 from .timing import ComponentTimer
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+# fp16: consecutive non-finite steps the GradScaler may skip (halving its scale each time) before training stops.
+MAX_SKIPPED_STEPS = 25
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or the weights went NaN/inf: training stops before anything is saved."""
 
 
 @dataclass
@@ -301,13 +307,39 @@ class Trainer:
         self.history: list[dict] = []
         self.step = 0
         self.resumed_from: int | None = None
+        # consecutive non-finite steps now and at most so far, counted on the device (no sync per step)
+        self._bad_run = torch.zeros((), dtype=torch.int64, device=device)
+        self._bad_longest = torch.zeros((), dtype=torch.int64, device=device)
 
     # ---- checkpoints -------------------------------------------------------------------------
     def _modules(self) -> dict[str, nn.Module]:
         return {"model": self.model, "objective": self.objective}
 
+    def check_finite(self, saving: bool = False) -> None:
+        """Raise NonFiniteLossError when the loss went non-finite (and, before a save, when the weights did).
+
+        fp32/bf16 stop at the first non-finite step. fp16 with a GradScaler stops only when the
+        scaler skipped MAX_SKIPPED_STEPS steps in a row: a skipped step changes no weight.
+        """
+        limit = MAX_SKIPPED_STEPS if self.scaler.is_enabled() else 1
+        if int(self._bad_longest.item()) >= limit:
+            raise NonFiniteLossError(f"{self.desc}: the loss is not finite (NaN or inf) at or before step {self.step}; "
+                                     f"nothing was saved from this step on. Lower {self.desc}.train.lr (now "
+                                     f"{self.train.lr:g}) or check the data")
+        if saving:
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            if not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+                raise NonFiniteLossError(f"{self.desc}: weights are not finite at step {self.step}; nothing was saved. "
+                                         f"Lower {self.desc}.train.lr (now {self.train.lr:g}) or check the data")
+
+    def _track_finite(self, losses: list[torch.Tensor]) -> None:
+        finite = torch.isfinite(torch.stack(losses).float().mean())
+        self._bad_run = (self._bad_run + 1) * (~finite)
+        self._bad_longest = torch.maximum(self._bad_longest, self._bad_run)
+
     def save_checkpoint(self) -> None:
         """Everything a resumed run needs to continue bit-identically; the data position is `step`."""
+        self.check_finite(saving=True)
         if not self.ckpt_dir:
             return
         meta = {
@@ -429,6 +461,7 @@ class Trainer:
                     loss, _ = self._micro_step(batch)
                     losses.append(loss)
                 self._optimizer_step()
+                self._track_finite(losses)
             except RuntimeError as err:
                 if not is_oom(err):
                     raise
@@ -442,6 +475,7 @@ class Trainer:
             samples += self.micro * self.accum
             in_epoch = self.step % self.steps_per_epoch
             if self.step % 10 == 0 or in_epoch == 0 or self.step == self.total_steps:
+                self.check_finite()
                 step_loss = torch.stack(losses).float().mean().item()
                 loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
                 elapsed = max(1e-9, time.perf_counter() - t0)

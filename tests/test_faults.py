@@ -248,3 +248,103 @@ def test_fingerprint_covers_the_source_code(tmp_path, monkeypatch):
     logs: list[str] = []
     train.clear_stale_checkpoints(ckpt_dir, after, log=logs.append)
     assert not list(ckpt_dir.glob("step-*")) and "belong to another run" in logs[0]
+
+
+# ---- non-finite training, export and quantize gates ----------------------------------------------
+
+
+def test_diverging_training_stops_before_anything_is_saved(tmp_path):
+    from pixelpipe.engine import NonFiniteLossError
+    from tests._engine_utils import ToyImages, make_trainer
+
+    trainer = make_trainer(ToyImages(64), batch_size=8, epochs=2, ckpt_dir=tmp_path, every_steps=2,
+                           train={"lr": 1e30, "grad_clip": 0.0, "warmup_fraction": 0.0})
+    with pytest.raises(NonFiniteLossError) as err:
+        trainer.fit()
+    assert "train.lr" in _one_line(err) and "nothing was saved" in str(err.value)
+    from safetensors.torch import load_file
+
+    for path in tmp_path.glob("step-*.safetensors"):  # what was saved before the loss diverged is finite
+        assert all(bool(torch.isfinite(t.float()).all()) for t in load_file(str(path)).values()), path
+
+
+def test_non_finite_weights_are_never_checkpointed(tmp_path):
+    from pixelpipe.engine import NonFiniteLossError
+    from tests._engine_utils import ToyImages, make_trainer
+
+    trainer = make_trainer(ToyImages(16), batch_size=8, ckpt_dir=tmp_path)
+    with torch.no_grad():
+        next(trainer.model.parameters()).fill_(float("nan"))
+    with pytest.raises(NonFiniteLossError, match="weights are not finite"):
+        trainer.save_checkpoint()
+    assert not list(tmp_path.iterdir())
+
+
+def test_fp16_tolerates_the_steps_its_scaler_skips(monkeypatch):
+    from pixelpipe.engine import MAX_SKIPPED_STEPS, NonFiniteLossError
+    from tests._engine_utils import ToyImages, make_trainer
+
+    trainer = make_trainer(ToyImages(16), batch_size=8)
+    nan, one = torch.tensor(float("nan")), torch.tensor(1.0)
+    trainer._track_finite([nan])
+    with pytest.raises(NonFiniteLossError):  # fp32: the first non-finite step stops
+        trainer.check_finite()
+    monkeypatch.setattr(trainer.scaler, "is_enabled", lambda: True)  # fp16 + GradScaler
+    trainer._bad_longest.zero_()
+    for losses in ([nan], [nan], [one]) + ([nan],) * (MAX_SKIPPED_STEPS - 1):
+        trainer._track_finite(losses)
+    trainer.check_finite()  # skipped steps change no weight
+    trainer._track_finite([nan])
+    with pytest.raises(NonFiniteLossError):
+        trainer.check_finite()
+
+
+class _Session:
+    """An onnxruntime stand-in returning fixed outputs, for the parity gate."""
+
+    def __init__(self, outputs_fn):
+        self.outputs_fn = outputs_fn
+
+    def run(self, names, feeds):
+        return self.outputs_fn(feeds["images"])
+
+
+@pytest.mark.parametrize("broken", ["onnx outputs NaN", "both NaN (NaN weights)"])
+def test_parity_gate_fails_on_nan(broken):
+    from pixelpipe.export import check_parity
+    from tests._engine_utils import tiny_model
+
+    model = tiny_model().eval()
+    if broken.startswith("both"):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(float("nan"))
+
+    def outputs(x):
+        with torch.inference_mode():
+            out = model(torch.from_numpy(x))
+        logits = out["logits"].numpy().copy()
+        if broken.startswith("onnx"):
+            logits[0, 0] = np.nan
+        return logits, out["sketches"].numpy()
+
+    images = np.random.default_rng(0).integers(0, 255, (3, 1, 16, 32), dtype=np.uint8)
+    report = check_parity(_Session(outputs), model, images, atol=1e-3, max_label_mismatch=1.0)
+    assert np.isnan(report.max_abs_logits) and not report.ok
+
+
+@pytest.mark.parametrize("fp32_acc,int8_acc,samples", [(0.9, float("nan"), 10), (float("nan"), float("nan"), 0)])
+def test_int8_gate_fails_on_nan_or_an_empty_test_split(tmp_path, monkeypatch, fp32_acc, int8_acc, samples):
+    from pixelpipe import onnxmodel, quantize
+
+    accs = iter([{"accuracy": fp32_acc, "samples": samples}, {"accuracy": int8_acc, "samples": samples}])
+    monkeypatch.setattr(quantize, "quantize_file", lambda src, dst, *a, **k: Path(dst).write_bytes(b"int8") and {})
+    monkeypatch.setattr(onnxmodel, "open_session", lambda *a, **k: None)
+    monkeypatch.setattr(onnxmodel, "accuracy", lambda *a, **k: next(accs))
+    fp32 = tmp_path / "student.onnx"
+    fp32.write_bytes(b"fp32")
+    out = tmp_path / "student.int8.onnx"
+    with pytest.raises(quantize.AccuracyDropError) as err:
+        quantize.quantize_and_verify(fp32, out, quantize.QuantizeSettings(), [], tmp_path / "test")
+    assert ("no images" if samples == 0 else "rejected") in _one_line(err)
+    assert not out.exists()
