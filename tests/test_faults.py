@@ -348,3 +348,78 @@ def test_int8_gate_fails_on_nan_or_an_empty_test_split(tmp_path, monkeypatch, fp
         quantize.quantize_and_verify(fp32, out, quantize.QuantizeSettings(), [], tmp_path / "test")
     assert ("no images" if samples == 0 else "rejected") in _one_line(err)
     assert not out.exists()
+
+
+# ---- disk full during consolidate ------------------------------------------------------------------
+
+
+def _encoded_shards(tmp_path: Path, n: int = 2) -> list[Path]:
+    paths = []
+    for i in range(n):
+        paths.append(tmp_path / f"shard-{i:05d}.npz")
+        np.savez(paths[-1], logits=np.full((50, 3), i, np.float32), labels=np.arange(50))
+    return paths
+
+
+def test_consolidate_refuses_when_the_disk_cannot_hold_it(tmp_path, monkeypatch):
+    import collections
+    import shutil
+
+    from pixelpipe import consolidate as mod
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**6, 10**6 - 100, 100))
+    with pytest.raises(OSError) as err:
+        mod.consolidate(_encoded_shards(tmp_path), tmp_path / "out")
+    assert str(tmp_path / "out") in _one_line(err) and "free" in str(err.value)
+    assert not list((tmp_path / "out").iterdir())
+
+
+class _FullDisk:
+    """A file whose writes fail with ENOSPC after `room` bytes, as on a full filesystem."""
+
+    def __init__(self, path, mode, room=600):
+        self.f, self.room = open(path, mode), room
+
+    def write(self, data: bytes) -> int:
+        import errno
+
+        self.room -= len(data)
+        if self.room < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.f.write(data)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
+
+
+@pytest.mark.parametrize("failure", ["disk full mid-write", "unreadable shard"])
+def test_consolidate_failure_leaves_no_temporaries_and_no_final_files(tmp_path, monkeypatch, failure):
+    from pixelpipe import consolidate as mod
+
+    shards = _encoded_shards(tmp_path)
+    if failure == "disk full mid-write":
+        monkeypatch.setattr(mod, "open", _FullDisk, raising=False)
+        expected = OSError
+    else:
+        shards[1].write_bytes(b"not a zip file")
+        expected = Exception
+    with pytest.raises(expected):
+        mod.consolidate(shards, tmp_path / "out")
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_consolidate_output_is_what_np_save_writes(tmp_path):
+    from pixelpipe.consolidate import consolidate, open_dataset
+
+    consolidate(_encoded_shards(tmp_path), tmp_path / "out")
+    expected = tmp_path / "logits.npy"
+    np.save(expected, np.concatenate([np.full((50, 3), i, np.float32) for i in range(2)]))
+    assert (tmp_path / "out" / "logits.npy").read_bytes() == expected.read_bytes()
+    assert open_dataset(tmp_path / "out")["labels"].shape == (100,)
