@@ -379,7 +379,7 @@ class _FullDisk:
     """A file whose writes fail with ENOSPC after `room` bytes, as on a full filesystem."""
 
     def __init__(self, path, mode, room=600):
-        self.f, self.room = open(path, mode), room
+        self.f, self.room = open(path, mode), room  # noqa: SIM115 (closed by close/__exit__, like a file)
 
     def write(self, data: bytes) -> int:
         import errno
@@ -423,3 +423,120 @@ def test_consolidate_output_is_what_np_save_writes(tmp_path):
     np.save(expected, np.concatenate([np.full((50, 3), i, np.float32) for i in range(2)]))
     assert (tmp_path / "out" / "logits.npy").read_bytes() == expected.read_bytes()
     assert open_dataset(tmp_path / "out")["labels"].shape == (100,)
+
+
+# ---- corpus input ------------------------------------------------------------------------------------
+
+FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
+
+
+def _corpus_cfg(path: Path, **kw) -> dict:
+    return {"path": str(path), "split_column": "split", **kw}
+
+
+def _build(cfg: dict, out: Path) -> dict:
+    from pixelpipe.corpus import build_corpus
+
+    return build_corpus(cfg, FONTS, out, seed=0, log=lambda m: None)
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("missing", "does not exist"), ("empty", "is empty"), ("directory", "is not a file"),
+    ("not utf-8", "is not UTF-8"), ("bad parquet", "cannot be read"), ("header only", "has no data rows"),
+    ("unsupported", "unsupported type"),
+])
+def test_unusable_corpus_file_is_one_line_naming_file_and_key(tmp_path, case, expected):
+    from pixelpipe.corpus import CorpusError, planned_split_sizes
+
+    path = tmp_path / {"bad parquet": "c.parquet", "unsupported": "c.txt"}.get(case, "c.csv")
+    if case == "empty":
+        path.write_bytes(b"")
+    elif case == "directory":
+        path.mkdir()
+    elif case == "not utf-8":
+        path.write_bytes("text,label,split\ncaf\xe9,a,train\n".encode("latin-1"))
+    elif case == "bad parquet":
+        path.write_bytes(b"PAR1 this is not parquet")
+    elif case == "header only":
+        path.write_text("text,label,split\n")
+    elif case == "unsupported":
+        path.write_text("x")
+    cfg = _corpus_cfg(path, split_column=None)
+    for call in (lambda: planned_split_sizes(cfg), lambda: _build(cfg, tmp_path / "out")):
+        with pytest.raises(CorpusError) as err:
+            call()
+        assert str(path) in _one_line(err) and "corpus.path" in str(err.value) and expected in str(err.value)
+    assert not (tmp_path / "out" / "labels.json").exists()
+
+
+CSV_ROWS = ["text,label,split", "hello,en,train", "bonjour,fr,train", '"a, b",en,val,EXTRA', "ciao,it,val",
+            "hola,es,test", "hallo,de,test"]
+JSONL_ROWS = ['{"text": "hello", "label": "en", "split": "train"}', '{"text": "bonjour", "label": "fr", "split": "train"}',
+              '{"text": "oops", "label": "en", "split": "val"', '{"text": "ciao", "label": "it", "split": "val"}',
+              '{"text": "hola", "label": "es", "split": "test"}']
+BROKEN = {"csv": (CSV_ROWS, "line 4 has 4 fields, the header 3"), "jsonl": (JSONL_ROWS, "line 3 is not valid JSON")}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_broken_lines_are_bad_rows_counted_or_named(tmp_path, fmt):
+    from pixelpipe.corpus import CorpusError, planned_split_sizes
+
+    path = tmp_path / f"c.{fmt}"
+    path.write_text("\n".join(BROKEN[fmt][0]) + "\n")
+    cfg = _corpus_cfg(path)
+    assert sum(planned_split_sizes(cfg).values()) >= 4
+    info = _build(cfg, tmp_path / "skip")
+    assert info["bad_rows"] == {"unparseable line": 1} and "oops" not in str(info)
+    with pytest.raises(CorpusError) as err:
+        _build({**cfg, "on_bad_row": "fail"}, tmp_path / "fail")
+    msg = _one_line(err)
+    assert str(path) in msg and BROKEN[fmt][1] in msg and "corpus.on_bad_row" in msg
+    assert not (tmp_path / "fail" / "labels.json").exists()
+
+
+@pytest.mark.parametrize("labels,expected", [
+    (["x", "x", "x"], r"1 class\(es\).*corpus.label_column"),  # one class
+    (["x", "y", "NaN"], r"split\(s\) test have no rows.*missing label"),  # "NaN" is no class
+    (["x", "NA", "y"], r"split\(s\) val have no rows.*missing label"),
+])
+def test_one_class_empty_split_and_nan_labels_are_refused(tmp_path, labels, expected):
+    import pandas as pd
+
+    from pixelpipe.corpus import CorpusError
+
+    path = tmp_path / "c.csv"
+    pd.DataFrame({"text": ["a", "b", "c"], "label": labels, "split": ["train", "val", "test"]}).to_csv(path, index=False)
+    with pytest.raises(CorpusError, match=expected) as err:
+        _build(_corpus_cfg(path), tmp_path / "out")
+    assert str(path) in _one_line(err)
+
+
+def test_missing_corpus_file_fails_before_any_job_naming_file_and_key(tmp_path):
+    from tests.workflow_utils import snakemake
+
+    proc = snakemake(tmp_path, "--dry-run", "train", overrides={"corpus": {"path": "nope.csv"}}, check=False)
+    assert proc.returncode != 0
+    assert "pixelpipe: corpus file nope.csv (corpus.path) does not exist" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_editing_the_corpus_file_reruns_the_corpus_rule(tmp_path):
+    import time
+
+    import pandas as pd
+
+    from tests.workflow_utils import planned_jobs
+
+    pd.DataFrame({"text": ["hello", "bonjour", "hola", "ciao"] * 3, "label": ["en", "fr", "es", "it"] * 3}).to_csv(
+        tmp_path / "data.csv", index=False)
+    outputs = [f"results/corpus/{f}" for f in ("train.parquet", "val.parquet", "test.parquet", "labels.json")]
+    old = time.time() - 100
+    for rel in [*outputs, "results/metrics/corpus/all.json"]:  # stand-ins for a finished corpus job
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("{}")
+        os.utime(tmp_path / rel, (old, old))
+    os.utime(tmp_path / "data.csv", (old - 10, old - 10))
+    cfg = {"corpus": {"path": "data.csv"}}
+    assert planned_jobs(tmp_path, "results/corpus/labels.json", overrides=cfg) == {}
+    (tmp_path / "data.csv").write_text((tmp_path / "data.csv").read_text().replace("bonjour", "salut"))
+    assert planned_jobs(tmp_path, "results/corpus/labels.json", overrides=cfg) == {"corpus": 1}
