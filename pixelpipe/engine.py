@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 from torch import nn
@@ -146,7 +146,30 @@ class StepBatchSampler(Sampler[list[int]]):
 
 
 def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
+    """CUDA's out-of-memory error, and on CPU a MemoryError or torch's failed allocation."""
+    text = str(err).lower()
+    return (isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text
+            or "can't allocate memory" in text)
+
+
+T = TypeVar("T")
+
+
+def halve_on_oom(run: Callable[[int], T], batch_size: int, what: str, log: Callable[[str], None] = print) -> T:
+    """`run(batch_size)`, halving the batch and starting over after each out-of-memory error (evaluation, encoding).
+
+    The retry happens outside the `except` block, so the failed attempt's tensors are freed first.
+    """
+    while True:
+        try:
+            return run(batch_size)
+        except (RuntimeError, MemoryError) as err:
+            if not is_oom(err) or batch_size <= 1:
+                raise
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        batch_size //= 2
+        log(f"{what}: out of memory; retrying with batch size {batch_size}")
 
 
 def configure_backends(settings: EngineSettings, threads: int | None = None) -> None:
@@ -236,18 +259,22 @@ def evaluate(
     batch_size: int = 256,
     num_workers: int = 0,
 ) -> dict[str, float]:
-    """Accuracy and cross-entropy of `model` on `dataset`."""
+    """Accuracy and cross-entropy of `model` on `dataset` (the batch is halved on out-of-memory)."""
     model.eval()
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-    correct, loss_sum, n = 0, 0.0, 0
-    for batch in loader:
-        images, labels = batch["image"].to(device), batch["label"].to(device)
-        with autocast_context(device, precision):
-            logits = model(images)["logits"].float()
-        loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
-        correct += (logits.argmax(-1) == labels).sum().item()
-        n += labels.numel()
-    return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
+
+    def run(bs: int) -> dict[str, float]:
+        loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers)
+        correct, loss_sum, n = 0, 0.0, 0
+        for batch in loader:
+            images, labels = batch["image"].to(device), batch["label"].to(device)
+            with autocast_context(device, precision):
+                logits = model(images)["logits"].float()
+            loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            correct += (logits.argmax(-1) == labels).sum().item()
+            n += labels.numel()
+        return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
+
+    return halve_on_oom(run, batch_size, "evaluate")
 
 
 class Trainer:
@@ -462,7 +489,7 @@ class Trainer:
                     losses.append(loss)
                 self._optimizer_step()
                 self._track_finite(losses)
-            except RuntimeError as err:
+            except (RuntimeError, MemoryError) as err:
                 if not is_oom(err):
                     raise
                 oom = True

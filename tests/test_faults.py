@@ -540,3 +540,74 @@ def test_editing_the_corpus_file_reruns_the_corpus_rule(tmp_path):
     assert planned_jobs(tmp_path, "results/corpus/labels.json", overrides=cfg) == {}
     (tmp_path / "data.csv").write_text((tmp_path / "data.csv").read_text().replace("bonjour", "salut"))
     assert planned_jobs(tmp_path, "results/corpus/labels.json", overrides=cfg) == {"corpus": 1}
+
+
+# ---- out of memory -----------------------------------------------------------------------------------
+
+
+class _Limited(torch.nn.Module):
+    """A model that runs out of memory above `limit` images per forward (CUDA's error, or CPU's MemoryError)."""
+
+    def __init__(self, model, limit: int, error: type[BaseException]):
+        super().__init__()
+        self.model, self.cfg, self.limit, self.error, self.calls = model, model.cfg, limit, error, []
+
+    def forward(self, images):
+        self.calls.append(len(images))
+        if len(images) > self.limit:
+            raise self.error("CUDA out of memory. Tried to allocate 2.00 GiB" if self.error is RuntimeError
+                             else "DefaultCPUAllocator: can't allocate memory")
+        return self.model(images)
+
+
+@pytest.mark.parametrize("error", [RuntimeError, MemoryError])
+def test_evaluate_halves_the_batch_on_out_of_memory(error):
+    from pixelpipe.engine import evaluate
+    from tests._engine_utils import ToyImages, tiny_model
+
+    data, model = ToyImages(24), tiny_model().eval()
+    expected = evaluate(model, data, torch.device("cpu"), batch_size=4)
+    limited = _Limited(model, 5, error)
+    assert evaluate(limited, data, torch.device("cpu"), batch_size=16) == expected
+    assert limited.calls[:2] == [16, 8] and max(limited.calls[2:]) == 4
+
+
+def test_encode_halves_the_batch_on_out_of_memory(tmp_path):
+    from pixelpipe.encode import encode_shard
+    from tests._engine_utils import ToyImages, tiny_model
+
+    images = ToyImages(12).images.numpy()
+    np.save(tmp_path / "shard.npy", images)
+    model = tiny_model().eval()
+    labels = np.zeros(12, np.int64)
+    encode_shard(model, tmp_path / "shard.npy", labels, tmp_path / "ref.npz", torch.device("cpu"), batch_size=4,
+                 progress=False)
+    limited = _Limited(model, 3, MemoryError)
+    encode_shard(limited, tmp_path / "shard.npy", labels, tmp_path / "out.npz", torch.device("cpu"), batch_size=8,
+                 progress=False)
+    with np.load(tmp_path / "ref.npz") as ref, np.load(tmp_path / "out.npz") as out:
+        for name in ref.files:
+            np.testing.assert_allclose(out[name], ref[name], rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_allocation_failures_count_as_out_of_memory():
+    from pixelpipe.engine import is_oom
+
+    assert is_oom(MemoryError()) and is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to "
+                                                          "allocate 123 bytes"))
+    assert not is_oom(RuntimeError("shape mismatch"))
+
+
+def test_training_falls_back_on_cpu_memory_error():
+    from pixelpipe.distill import ClassificationObjective
+    from tests._engine_utils import ToyImages, make_trainer
+
+    class CpuOOMAbove(ClassificationObjective):
+        def forward(self, model, batch):
+            if len(batch["label"]) > 4:
+                raise MemoryError()
+            return super().forward(model, batch)
+
+    t = make_trainer(ToyImages(32), batch_size=16, objective=CpuOOMAbove())
+    t.fit()
+    assert (t.micro, t.accum, t.oom_fallbacks) == (4, 4, 2)
