@@ -611,3 +611,64 @@ def test_training_falls_back_on_cpu_memory_error():
     t = make_trainer(ToyImages(32), batch_size=16, objective=CpuOOMAbove())
     t.fit()
     assert (t.micro, t.accum, t.oom_fallbacks) == (4, 4, 2)
+
+
+# ---- cases that already held (kept here so they keep holding) -----------------------------------------
+
+
+@pytest.mark.parametrize("fonts", [["../../etc/passwd"], ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"]])
+def test_font_names_are_limited_to_the_bundled_faces(fonts):
+    from pixelpipe.config import ConfigError, resolve_config
+    from pixelpipe.fonts import load_face
+
+    with pytest.raises(ConfigError, match=r"render\.fonts\.0"):
+        resolve_config({"render": {"fonts": fonts}})
+    with pytest.raises(ValueError):  # a model's metadata naming a path is refused by predict's renderer too
+        load_face(fonts[0])
+
+
+class _MetaSession:
+    """An onnxruntime session stand-in: metadata, output shape and fixed logits."""
+
+    def __init__(self, config: dict, classes: int, logits: np.ndarray | None = None):
+        import json
+        import types
+
+        from pixelpipe import onnxmodel
+
+        props = {onnxmodel.META_FORMAT: onnxmodel.FORMAT, onnxmodel.META_CONFIG: json.dumps(config)}
+        self.meta = types.SimpleNamespace(custom_metadata_map=props)
+        self.outputs = [types.SimpleNamespace(shape=["batch", classes])]
+        self.logits = logits
+
+    def get_modelmeta(self):
+        return self.meta
+
+    def get_outputs(self):
+        return self.outputs
+
+    def run(self, names, feeds):
+        return [self.logits[: len(feeds["images"])]]
+
+
+def test_predict_refuses_labels_that_do_not_match_the_logits():
+    from pixelpipe.onnxmodel import ModelFileError, read_metadata
+
+    config = {"labels": ["a", "b"], "render": {}, "atlas": {}, "encoder": {}}
+    assert read_metadata(_MetaSession(config, 2))["config"]["labels"] == ["a", "b"]
+    with pytest.raises(ModelFileError, match="2 labels but the model outputs 3 logits") as err:
+        read_metadata(_MetaSession(config, 3))
+    _one_line(err)
+
+
+def test_predict_refuses_nan_logits_and_writes_strict_json():
+    import json
+
+    from pixelpipe.onnxmodel import ModelFileError
+    from pixelpipe.predict import Item, classify
+
+    items = [Item("x", np.zeros((1, 16, 32), np.uint8))]
+    with pytest.raises(ModelFileError, match="non-finite logits"):
+        classify(_MetaSession({}, 2, np.array([[np.nan, 0.0]], np.float32)), ["a", "b"], items, top=1)
+    out = classify(_MetaSession({}, 2, np.array([[1.0, 0.0]], np.float32)), ["a", "b"], items, top=2)
+    json.dumps(out, allow_nan=False)  # what predict --json writes: strict JSON
