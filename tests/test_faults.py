@@ -672,3 +672,27 @@ def test_predict_refuses_nan_logits_and_writes_strict_json():
         classify(_MetaSession({}, 2, np.array([[np.nan, 0.0]], np.float32)), ["a", "b"], items, top=1)
     out = classify(_MetaSession({}, 2, np.array([[1.0, 0.0]], np.float32)), ["a", "b"], items, top=2)
     json.dumps(out, allow_nan=False)  # what predict --json writes: strict JSON
+
+
+# ---- end to end: a damaged shard under a real run -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_damaged_cache_shard_stops_the_run_and_the_log_says_why(tiny_workdir, tmp_path):
+    """Flip one byte of a finished run's cache and force the student to retrain: the job fails naming the
+    shard and the rule to rerun, its log carries the traceback, and no student model is left behind."""
+    import shutil
+
+    from tests.workflow_utils import snakemake
+
+    workdir = Path(shutil.copytree(tiny_workdir, tmp_path / "copy", symlinks=True))
+    shard = workdir / "results/cache/train/shard-00000.npy"
+    st = shard.stat()
+    _flip_byte(shard, 1000)
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))  # bit rot: the bytes change, the timestamp does not
+    proc = snakemake(workdir, "--forcerun", "train_student", "train", check=False)
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    log = (workdir / "logs/train_student/student.log").read_text()
+    assert "IntegrityError" in log and "Traceback" in log
+    assert "results/cache/train/shard-00000.npy is corrupt" in log and "snakemake --forcerun render_train" in log
+    assert not (workdir / "results/student/model.safetensors").exists()
