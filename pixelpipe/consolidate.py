@@ -17,11 +17,21 @@ import io as _io
 import shutil
 import zipfile
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
-from .io import atomic_path, read_json, verify_file, write_json
+from .io import IntegrityError, atomic_path, read_json, verify_file, write_json
+
+
+@contextlib.contextmanager
+def _reading(path: str | Path) -> Iterator[None]:
+    """Name the encoded shard when reading it fails (zip CRC, truncation): zipfile's errors do not."""
+    try:
+        yield
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
+        raise IntegrityError(f"encoded shard {path} is damaged ({err}); delete it and rerun: Snakemake "
+                             "encodes it again") from None
 
 
 def npz_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -65,7 +75,10 @@ def _check_shards(shard_paths: Sequence[str | Path], headers: list[dict], fields
 def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: Sequence[str] | None = None) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    headers = [npz_headers(p) for p in shard_paths]
+    headers = []
+    for p in shard_paths:
+        with _reading(p):
+            headers.append(npz_headers(p))
     if not headers:
         raise ValueError("no encoded shards to consolidate")
     fields = list(fields or headers[0].keys())
@@ -84,9 +97,12 @@ def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: 
         for f in fields:
             files[f].write(head[f])
         for path in shard_paths:
-            with np.load(path) as npz:
+            with _reading(path):
+                npz = np.load(path)
+            with npz:
                 for f in fields:
-                    block = np.ascontiguousarray(npz[f], dtype=dtypes[f]).reshape(-1).view(np.uint8)  # no copy
+                    with _reading(path):  # zip checks each member's CRC-32 as it is read
+                        block = np.ascontiguousarray(npz[f], dtype=dtypes[f]).reshape(-1).view(np.uint8)  # no copy
                     files[f].write(block.data)
                     hashes[f].update(block.data)
         for f in fields:

@@ -415,6 +415,21 @@ def test_consolidate_failure_leaves_no_temporaries_and_no_final_files(tmp_path, 
     assert not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_damaged_encoded_shard_is_named_and_nothing_is_written(tmp_path, damage):
+    from pixelpipe.consolidate import consolidate
+
+    shards = _encoded_shards(tmp_path)
+    if damage == "flip":
+        _flip_byte(shards[1], 200)  # inside the logits member: zip's CRC-32 catches it
+    else:
+        shards[1].write_bytes(shards[1].read_bytes()[:-300])
+    with pytest.raises(io.IntegrityError) as err:
+        consolidate(shards, tmp_path / "out")
+    assert str(shards[1]) in _one_line(err) and "damaged" in str(err.value)
+    assert not list((tmp_path / "out").iterdir())
+
+
 def test_consolidate_output_is_what_np_save_writes(tmp_path):
     from pixelpipe.consolidate import consolidate, open_dataset
 
