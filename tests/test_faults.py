@@ -526,6 +526,16 @@ def test_one_class_empty_split_and_nan_labels_are_refused(tmp_path, labels, expe
     assert str(path) in _one_line(err)
 
 
+def test_unknown_split_values_are_one_line_naming_the_key(tmp_path):
+    from pixelpipe.corpus import CorpusError, planned_split_sizes
+
+    path = tmp_path / "c.csv"
+    path.write_text("text,label,split\na,x,train\nb,y,validation\n")
+    with pytest.raises(CorpusError, match=r"corpus.split_column.*\['validation'\]") as err:
+        planned_split_sizes(_corpus_cfg(path))
+    assert str(path) in _one_line(err)
+
+
 def test_missing_corpus_file_fails_before_any_job_naming_file_and_key(tmp_path):
     from tests.workflow_utils import snakemake
 
