@@ -11,7 +11,6 @@ resume falls back to the newest checkpoint that verifies.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -167,7 +166,7 @@ def load_newest_valid(ckpt_dir: str | Path, modules: dict[str, torch.nn.Module],
     for step, json_path in reversed(list_checkpoints(ckpt_dir)):
         try:
             return step, json_path, load_training_state(json_path, modules, optimizer)
-        except (IntegrityError, SafetensorError, OSError, KeyError, ValueError, json.JSONDecodeError) as err:
+        except (IntegrityError, SafetensorError, OSError, KeyError, ValueError) as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         for p in (json_path, json_path.with_suffix(".safetensors")):
             p.unlink(missing_ok=True)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -101,8 +102,11 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 # (path, sha256, size, mtime) of files this process already verified: a stage that opens the same split
-# twice (a dataset per split, plus the split itself for its settings) hashes it once.
+# twice (a dataset per split, plus the split itself for its settings) hashes it once. Files modified less
+# than RACY_NS before they were hashed are not remembered: a change within the filesystem's timestamp
+# granularity would keep the same mtime (git's "racy" entries).
 _VERIFIED: set[tuple[str, str, int, int]] = set()
+RACY_NS = 2_000_000_000
 
 
 def verify_file(path: str | os.PathLike, sha256: str | None, source: str, rerun: str | None) -> None:
@@ -120,9 +124,11 @@ def verify_file(path: str | os.PathLike, sha256: str | None, source: str, rerun:
     key = (str(path.resolve()), sha256, st.st_size, st.st_mtime_ns)
     if key in _VERIFIED:
         return
+    hashed_at = time.time_ns()
     if sha256_file(path) != sha256:
         raise IntegrityError(f"{path} is corrupt: its sha256 differs from the one in {source}; {fix}")
-    _VERIFIED.add(key)
+    if hashed_at - st.st_mtime_ns > RACY_NS:
+        _VERIFIED.add(key)
 
 
 def _json_default(obj: Any) -> Any:

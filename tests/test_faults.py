@@ -71,6 +71,21 @@ def test_verify_file_names_file_manifest_and_rule(tmp_path):
         io.verify_file(path, sha, "manifest.json", "render_train")
 
 
+def test_a_file_is_hashed_once_per_process_unless_it_changes(tmp_path, monkeypatch):
+    path = tmp_path / "shard.npy"
+    io.save_npy(path, np.arange(10, dtype=np.uint8))
+    sha, old = io.sha256_file(path), path.stat().st_mtime_ns - 10 * io.RACY_NS
+    os.utime(path, ns=(old, old))
+    hashed = []
+    monkeypatch.setattr(io, "sha256_file", lambda p: hashed.append(p) or sha)
+    io.verify_file(path, sha, "m.json", "r")
+    io.verify_file(path, sha, "m.json", "r")
+    assert len(hashed) == 1
+    os.utime(path, ns=(old + 1, old + 1))  # modified: hashed again
+    io.verify_file(path, sha, "m.json", "r")
+    assert len(hashed) == 2
+
+
 # ---- stage logs ----------------------------------------------------------------------------------
 
 
