@@ -12,8 +12,9 @@ resume falls back to the newest checkpoint that verifies.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
