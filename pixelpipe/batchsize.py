@@ -166,7 +166,7 @@ def default_budget(engine: EngineSettings, device: torch.device) -> int:
 def _fits(measure: Measure, micro: int, budget: int, probes: list[list[int]]) -> tuple[bool, int | None]:
     try:
         peak = measure(micro)
-    except RuntimeError as err:
+    except (RuntimeError, MemoryError) as err:
         if not is_oom(err):
             raise
         probes.append([micro, -1])

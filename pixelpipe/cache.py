@@ -16,13 +16,13 @@ import torch
 from torch.utils.data import Dataset
 
 from . import io
-from .render import image_geometry
+from .render import image_geometry, verify_shards
 
 
 class CacheSplit:
     """One split's cache directory: manifest.json plus shard-XXXXX.npy files."""
 
-    def __init__(self, split_dir: str | os.PathLike, verify: bool = False) -> None:
+    def __init__(self, split_dir: str | os.PathLike, verify: bool = True) -> None:
         self.split_dir = Path(split_dir)
         self.manifest: dict[str, Any] = io.read_json(self.split_dir / "manifest.json")
         shards = self.manifest["shards"]
@@ -45,11 +45,10 @@ class CacheSplit:
     def __len__(self) -> int:
         return int(self.offsets[-1])
 
-    def verify(self) -> None:
-        """Raise ValueError naming the first shard whose sha256 differs from the manifest."""
-        for path, entry in zip(self.shard_paths, self.manifest["shards"]):
-            if io.sha256_file(path) != entry["sha256"]:
-                raise ValueError(f"cache shard {path} is corrupt: sha256 differs from {self.split_dir / 'manifest.json'}")
+    def verify(self, indices: Sequence[int] | None = None) -> None:
+        """Raise io.IntegrityError naming the first shard (all, or those at `indices`) the manifest does not vouch for."""
+        files = None if indices is None else [self.manifest["shards"][i]["file"] for i in indices]
+        verify_shards(self.split_dir, files)
 
     def shard(self, s: int) -> np.ndarray:
         """Shard `s` as a read-only memmap [N, C, H, W], opened once per process."""
@@ -98,8 +97,9 @@ class CacheDataset(Dataset):
     Images stay uint8 here; conversion to float happens on the device in batches.
     """
 
-    def __init__(self, split_dir: str | os.PathLike, extra: Mapping[str, Any] | None = None) -> None:
-        self.split = CacheSplit(split_dir)
+    def __init__(self, split_dir: str | os.PathLike, extra: Mapping[str, Any] | None = None,
+                 verify: bool = True) -> None:
+        self.split = CacheSplit(split_dir, verify=verify)
         self.extra = dict(extra or {})
         for name, arr in self.extra.items():
             if len(arr) != len(self.split):

@@ -17,6 +17,8 @@ Corpus config (the `corpus` section):
 from __future__ import annotations
 
 import collections
+import csv
+import json
 import math
 import re
 from pathlib import Path
@@ -44,6 +46,8 @@ CORPUS_DEFAULTS: dict[str, Any] = {
 }
 # Label strings that mean "no label" in exported spreadsheets and data frames: a missing label, not a class.
 MISSING_LABELS = frozenset({"nan", "na", "n/a", "null", "none"})
+SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+UNKNOWN_SPLIT = "?"  # the split of a line that could not be parsed (it is a bad row, never written)
 
 
 class CorpusError(ValueError):
@@ -63,11 +67,13 @@ def _split_sizes(n: int, fractions: dict[str, float]) -> dict[str, int]:
     return {"train": n - val - test, "val": val, "test": test}
 
 
-def _split_values(values: Sequence[Any], split_column: str) -> list[str]:
-    out = [str(v).strip() for v in values]
-    bad = sorted(set(out) - set(SPLITS))
+def _split_values(values: Sequence[Any], split_column: str, broken: Sequence[bool], path: Path) -> list[str]:
+    """Split names per row; unparseable rows (`broken`) get UNKNOWN_SPLIT, any other unknown value is refused."""
+    out = [UNKNOWN_SPLIT if b else str(v).strip() for v, b in zip(values, broken)]
+    bad = sorted(set(out) - set(SPLITS) - {UNKNOWN_SPLIT})
     if bad:
-        raise ValueError(f"split column {split_column!r} has values {bad}; allowed: {list(SPLITS)}")
+        raise CorpusError(f"corpus file {path}: split column {split_column!r} (corpus.split_column) has values {bad}; "
+                          f"allowed: {list(SPLITS)}")
     return out
 
 
@@ -78,17 +84,29 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
         return _split_sizes(int(_required(cfg, "num_samples")), cfg["splits"])
     path, split_col = Path(cfg["path"]), cfg["split_column"]
     if split_col is not None:
-        splits = _split_values(read_columns(path, [split_col])[split_col].tolist(), split_col)
-        counts = collections.Counter(splits)
-        return {s: counts.get(s, 0) for s in SPLITS}
-    if path.suffix.lower() == ".parquet":
-        n = pq.ParquetFile(path).metadata.num_rows
-    elif path.suffix.lower() in (".jsonl", ".json"):
-        with open(path, encoding="utf-8") as f:
-            n = sum(1 for line in f if line.strip())
+        raw = read_columns(path, [split_col])
+        counts = collections.Counter(_split_values(raw[split_col].tolist(), split_col, raw["error"].notna(), path))
+        sizes = {s: counts.get(s, 0) for s in SPLITS}
     else:
-        n = len(read_columns(path, [cfg["label_column"]]))
-    return _split_sizes(n, cfg["splits"])
+        sizes = _split_sizes(_count_rows(path, cfg["label_column"]), cfg["splits"])
+    if not sum(sizes.values()):
+        raise CorpusError(f"corpus file {path} (corpus.path) has no data rows")
+    return sizes
+
+
+def _count_rows(path: Path, label_column: str) -> int:
+    """Data rows in a corpus file (unparseable lines included: they become bad rows)."""
+    suffix = _check_file(path)
+    if suffix == ".parquet":
+        return _reading(path, lambda: pq.ParquetFile(path).metadata.num_rows)
+    if suffix in (".jsonl", ".json"):
+        return _reading(path, lambda: _count_lines(path))
+    return len(read_columns(path, [label_column]))
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, encoding="utf-8-sig") as f:
+        return sum(1 for line in f if line.strip())
 
 
 def shard_count(n_rows: int, shard_size: int) -> int:
@@ -155,24 +173,93 @@ def generate_default_corpus(
 def _require_columns(wanted: Sequence[str], present: Sequence[str], path: Path) -> None:
     for col in wanted:
         if col not in present:
-            raise ValueError(f"corpus file {path} has no column {col!r}; columns present: {list(present)}")
+            raise CorpusError(f"corpus file {path} has no column {col!r} (corpus.text_column / label_column / "
+                              f"split_column); columns present: {list(present)}")
+
+
+def _check_file(path: Path) -> str:
+    """The file's suffix; a one-line CorpusError (file and key named) if it is missing, empty or unsupported."""
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise CorpusError(f"corpus file {path} (corpus.path) has an unsupported type: use .csv, .jsonl, .json "
+                          "(JSON lines) or .parquet")
+    if not path.exists():
+        raise CorpusError(f"corpus file {path} (corpus.path) does not exist")
+    if not path.is_file():
+        raise CorpusError(f"corpus file {path} (corpus.path) is not a file")
+    if path.stat().st_size == 0:
+        raise CorpusError(f"corpus file {path} (corpus.path) is empty (0 bytes)")
+    return suffix
+
+
+def _reading(path: Path, read: Callable[[], Any]) -> Any:
+    """Run `read`, turning what an unreadable file raises into a one-line CorpusError naming it."""
+    try:
+        return read()
+    except CorpusError:
+        raise
+    except UnicodeDecodeError as err:
+        raise CorpusError(f"corpus file {path} (corpus.path) is not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except (OSError, csv.Error, pa.ArrowException) as err:
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise CorpusError(f"corpus file {path} (corpus.path) cannot be read: {first}") from None
+
+
+def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
+    """CSV rows as strings ('' = missing); a row whose field count differs from the header's is kept as an error."""
+    rows, errors, lines = [], [], []
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        _require_columns(columns, header, path)
+        idx = [header.index(c) for c in columns]
+        for record in reader:
+            if not record:  # blank line
+                continue
+            lines.append(reader.line_num)
+            if len(record) != len(header):
+                rows.append([None] * len(columns))
+                errors.append(f"line {reader.line_num} has {len(record)} fields, the header {len(header)}")
+            else:
+                rows.append([record[i] if record[i] != "" else None for i in idx])
+                errors.append(None)
+    return pd.DataFrame(rows, columns=columns, dtype=object).assign(error=errors, line=lines)
+
+
+def _read_jsonl(path: Path, columns: list[str]) -> pd.DataFrame:
+    """JSON lines (one object per line); a line that is not a JSON object is kept as an error."""
+    rows, errors, lines, seen = [], [], [], set()
+    with open(path, encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            lines.append(number)
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                obj, error = None, f"line {number} is not valid JSON ({err.msg} at column {err.colno})"
+            else:
+                error = None if isinstance(obj, dict) else f"line {number} is not a JSON object"
+            rows.append([obj.get(c) for c in columns] if error is None else [None] * len(columns))
+            errors.append(error)
+            seen.update(obj if error is None else ())
+    if any(e is None for e in errors):  # with no parseable line, every row is a bad row: no columns to check
+        _require_columns(columns, sorted(seen), path)
+    return pd.DataFrame(rows, columns=columns, dtype=object).assign(error=errors, line=lines)
 
 
 def read_columns(path: Path, columns: list[str]) -> pd.DataFrame:
-    """Only `columns` of a corpus file, values as stored (CSV: strings, empty field = missing)."""
-    suffix = path.suffix.lower()
+    """`columns` of a corpus file, values as stored (CSV: strings, empty field = missing), plus `error`
+    (why a line could not be parsed, else None) and `line` (its line in the file; None for parquet)."""
+    suffix = _check_file(path)
     if suffix == ".parquet":
-        _require_columns(columns, pq.read_schema(path).names, path)
-        return pq.read_table(path, columns=columns).to_pandas()
-    if suffix == ".csv":
-        _require_columns(columns, list(pd.read_csv(path, nrows=0).columns), path)
-        df = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False, na_values=[""])
-        return df[columns]
-    if suffix in (".jsonl", ".json"):
-        df = pd.read_json(path, lines=True, dtype=False)
-        _require_columns(columns, list(df.columns), path)
-        return df[columns]
-    raise ValueError(f"unsupported corpus file {path}: use .csv, .jsonl, .json (JSON lines) or .parquet")
+        def read() -> pd.DataFrame:
+            _require_columns(columns, pq.read_schema(path).names, path)
+            return pq.read_table(path, columns=columns).to_pandas()
+
+        df = _reading(path, read)
+        return df.assign(error=None, line=None)
+    return _reading(path, lambda: (_read_csv if suffix == ".csv" else _read_jsonl)(path, columns))
 
 
 def _missing(value: Any) -> bool:
@@ -191,7 +278,8 @@ def _as_str(value: Any) -> Any:
 def load_user_corpus(
     path: str | Path, text_column: str, label_column: str, split_column: str | None = None
 ) -> pd.DataFrame:
-    """Columns id ("row-000001" = line of data in the file), text, label (str) and, with split_column, split."""
+    """Columns id ("row-000001" = data row in the file), text, label (str), error (why the line could not be
+    parsed, else None) and, with split_column, split."""
     path = Path(path)
     columns = [text_column, label_column] + ([split_column] if split_column else [])
     raw = read_columns(path, columns)
@@ -200,17 +288,20 @@ def load_user_corpus(
             "id": [f"row-{k + 1:06d}" for k in range(len(raw))],
             "text": [_as_str(v) for v in raw[text_column]],
             "label": [_as_str(v) for v in raw[label_column]],
+            "error": [e if isinstance(e, str) else None for e in raw["error"]],
         }
     )
     if split_column:
-        df["split"] = _split_values(raw[split_column].tolist(), split_column)
+        df["split"] = _split_values(raw[split_column].tolist(), split_column, raw["error"].notna().tolist(), path)
     return df
 
 
 # --- bad rows ---------------------------------------------------------------------
 
 
-def _bad_reason(text: Any, label: Any, fonts: Sequence[str]) -> str | None:
+def _bad_reason(text: Any, label: Any, fonts: Sequence[str], error: str | None = None) -> str | None:
+    if isinstance(error, str):
+        return f"unparseable line: {error}"
     if _missing(text):
         return "empty text"
     if _missing(label) or str(label).strip().casefold() in MISSING_LABELS:
@@ -225,7 +316,8 @@ def _bad_reason(text: Any, label: Any, fonts: Sequence[str]) -> str | None:
 
 def find_bad_rows(df: pd.DataFrame, fonts: Sequence[str]) -> pd.DataFrame:
     """The rows of `df` that cannot be used, with a `reason` column (first problem found)."""
-    reasons = [_bad_reason(t, l, fonts) for t, l in zip(df["text"], df["label"])]
+    errors = df["error"] if "error" in df else [None] * len(df)
+    reasons = [_bad_reason(t, l, fonts, e) for t, l, e in zip(df["text"], df["label"], errors)]
     mask = np.array([r is not None for r in reasons], dtype=bool)
     return df[mask].assign(reason=[r for r in reasons if r is not None])
 
@@ -292,6 +384,8 @@ def corpus_rows(corpus_cfg: dict[str, Any], seed: int) -> tuple[pd.DataFrame, di
     else:
         df = load_user_corpus(cfg["path"], cfg["text_column"], cfg["label_column"], cfg["split_column"])
         locales, source = None, str(cfg["path"])
+        if df.empty:
+            raise CorpusError(f"corpus file {source} (corpus.path) has no data rows")
     if "split" not in df:
         df["split"] = assign_splits(len(df), cfg["splits"], seed)
     df["row"] = np.arange(1, len(df) + 1)  # 1-based data row in the file, for messages
@@ -331,10 +425,8 @@ def build_corpus(
     if len(bad):
         where = [f"row {r.row} (split {r.split}, id {r.id}): {r.reason}" for r in bad.head(5).itertuples()]
         if cfg["on_bad_row"] == "fail":
-            raise ValueError(
-                f"corpus {where[0]}; {len(bad)} bad row(s) in total {counts}. "
-                "Fix the data or set corpus.on_bad_row: skip"
-            )
+            raise CorpusError(f"corpus {source}: {where[0]}; {len(bad)} bad row(s) in total {counts}. "
+                              "Fix the data or set corpus.on_bad_row: skip")
         log(f"corpus: skipping {len(bad)} bad row(s): {counts}")
         for line in where:
             log(f"  {line}")

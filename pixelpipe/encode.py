@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .engine import autocast_context
+from .engine import autocast_context, halve_on_oom
 from .io import atomic_path
 from .model import TRMVisionEncoder, checksum_bits
 from .timing import ComponentTimer
@@ -142,8 +142,8 @@ def encode_shard(
         raise ValueError(f"{shard_path}: {len(images)} images but {len(labels)} labels in the manifest")
     t0 = time.perf_counter()
     timer = ComponentTimer(device)
-    out = encode_images(model, images, labels, device, precision, batch_size, progress, desc=Path(shard_path).name,
-                        timer=timer)
+    out = halve_on_oom(lambda bs: encode_images(model, images, labels, device, precision, bs, progress,
+                                                desc=Path(shard_path).name, timer=timer), batch_size, "encode")
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0

@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 from torch import nn
@@ -30,6 +30,12 @@ from .hardware import DeviceInfo, resolve_precision
 from .timing import ComponentTimer
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+# fp16: consecutive non-finite steps the GradScaler may skip (halving its scale each time) before training stops.
+MAX_SKIPPED_STEPS = 25
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or the weights went NaN/inf: training stops before anything is saved."""
 
 
 @dataclass
@@ -140,7 +146,30 @@ class StepBatchSampler(Sampler[list[int]]):
 
 
 def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
+    """CUDA's out-of-memory error, and on CPU a MemoryError or torch's failed allocation."""
+    text = str(err).lower()
+    return (isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text
+            or "can't allocate memory" in text)
+
+
+T = TypeVar("T")
+
+
+def halve_on_oom(run: Callable[[int], T], batch_size: int, what: str, log: Callable[[str], None] = print) -> T:
+    """`run(batch_size)`, halving the batch and starting over after each out-of-memory error (evaluation, encoding).
+
+    The retry happens outside the `except` block, so the failed attempt's tensors are freed first.
+    """
+    while True:
+        try:
+            return run(batch_size)
+        except (RuntimeError, MemoryError) as err:
+            if not is_oom(err) or batch_size <= 1:
+                raise
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        batch_size //= 2
+        log(f"{what}: out of memory; retrying with batch size {batch_size}")
 
 
 def configure_backends(settings: EngineSettings, threads: int | None = None) -> None:
@@ -230,18 +259,22 @@ def evaluate(
     batch_size: int = 256,
     num_workers: int = 0,
 ) -> dict[str, float]:
-    """Accuracy and cross-entropy of `model` on `dataset`."""
+    """Accuracy and cross-entropy of `model` on `dataset` (the batch is halved on out-of-memory)."""
     model.eval()
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-    correct, loss_sum, n = 0, 0.0, 0
-    for batch in loader:
-        images, labels = batch["image"].to(device), batch["label"].to(device)
-        with autocast_context(device, precision):
-            logits = model(images)["logits"].float()
-        loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
-        correct += (logits.argmax(-1) == labels).sum().item()
-        n += labels.numel()
-    return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
+
+    def run(bs: int) -> dict[str, float]:
+        loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers)
+        correct, loss_sum, n = 0, 0.0, 0
+        for batch in loader:
+            images, labels = batch["image"].to(device), batch["label"].to(device)
+            with autocast_context(device, precision):
+                logits = model(images)["logits"].float()
+            loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            correct += (logits.argmax(-1) == labels).sum().item()
+            n += labels.numel()
+        return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
+
+    return halve_on_oom(run, batch_size, "evaluate")
 
 
 class Trainer:
@@ -301,13 +334,39 @@ class Trainer:
         self.history: list[dict] = []
         self.step = 0
         self.resumed_from: int | None = None
+        # consecutive non-finite steps now and at most so far, counted on the device (no sync per step)
+        self._bad_run = torch.zeros((), dtype=torch.int64, device=device)
+        self._bad_longest = torch.zeros((), dtype=torch.int64, device=device)
 
     # ---- checkpoints -------------------------------------------------------------------------
     def _modules(self) -> dict[str, nn.Module]:
         return {"model": self.model, "objective": self.objective}
 
+    def check_finite(self, saving: bool = False) -> None:
+        """Raise NonFiniteLossError when the loss went non-finite (and, before a save, when the weights did).
+
+        fp32/bf16 stop at the first non-finite step. fp16 with a GradScaler stops only when the
+        scaler skipped MAX_SKIPPED_STEPS steps in a row: a skipped step changes no weight.
+        """
+        limit = MAX_SKIPPED_STEPS if self.scaler.is_enabled() else 1
+        if int(self._bad_longest.item()) >= limit:
+            raise NonFiniteLossError(f"{self.desc}: the loss is not finite (NaN or inf) at or before step {self.step}; "
+                                     f"nothing was saved from this step on. Lower {self.desc}.train.lr (now "
+                                     f"{self.train.lr:g}) or check the data")
+        if saving:
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            if not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+                raise NonFiniteLossError(f"{self.desc}: weights are not finite at step {self.step}; nothing was saved. "
+                                         f"Lower {self.desc}.train.lr (now {self.train.lr:g}) or check the data")
+
+    def _track_finite(self, losses: list[torch.Tensor]) -> None:
+        finite = torch.isfinite(torch.stack(losses).float().mean())
+        self._bad_run = (self._bad_run + 1) * (~finite)
+        self._bad_longest = torch.maximum(self._bad_longest, self._bad_run)
+
     def save_checkpoint(self) -> None:
         """Everything a resumed run needs to continue bit-identically; the data position is `step`."""
+        self.check_finite(saving=True)
         if not self.ckpt_dir:
             return
         meta = {
@@ -325,11 +384,10 @@ class Trainer:
         ckpt.rotate_checkpoints(self.ckpt_dir, self.keep_last)
 
     def maybe_resume(self) -> bool:
-        found = ckpt.list_checkpoints(self.ckpt_dir) if self.ckpt_dir else []
-        if not found:
+        found = ckpt.load_newest_valid(self.ckpt_dir, self._modules(), self.optimizer, self.log) if self.ckpt_dir else None
+        if found is None:
             return False
-        step, path = found[-1]
-        meta = ckpt.load_training_state(path, self._modules(), self.optimizer)
+        step, path, meta = found
         saved_batch = meta.get("batch_size", meta["micro_batch"] * meta["accum"])
         if saved_batch != self.train.batch_size:
             raise ValueError(f"{self.desc}: checkpoint {path} was written with batch_size {saved_batch}, "
@@ -430,7 +488,8 @@ class Trainer:
                     loss, _ = self._micro_step(batch)
                     losses.append(loss)
                 self._optimizer_step()
-            except RuntimeError as err:
+                self._track_finite(losses)
+            except (RuntimeError, MemoryError) as err:
                 if not is_oom(err):
                     raise
                 oom = True
@@ -443,6 +502,7 @@ class Trainer:
             samples += self.micro * self.accum
             in_epoch = self.step % self.steps_per_epoch
             if self.step % 10 == 0 or in_epoch == 0 or self.step == self.total_steps:
+                self.check_finite()
                 step_loss = torch.stack(losses).float().mean().item()
                 loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
                 elapsed = max(1e-9, time.perf_counter() - t0)

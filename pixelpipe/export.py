@@ -55,7 +55,9 @@ class ParityReport:
 
     @property
     def ok(self) -> bool:
-        return self.max_abs_logits <= self.atol and self.mismatch_fraction <= self.max_label_mismatch
+        """NaN anywhere (a NaN difference, NaN weights in both models) fails: NaN <= atol is False."""
+        return bool(self.max_abs_logits <= self.atol and np.isfinite(self.max_abs_sketches)
+                    and self.mismatch_fraction <= self.max_label_mismatch)
 
     def describe(self) -> str:
         return (f"max |onnx - torch| on logits {self.max_abs_logits:.3g} (tolerance {self.atol:g}), "
@@ -146,8 +148,9 @@ def check_parity(session: Any, model: TRMVisionEncoder, images_u8: np.ndarray, a
         with torch.inference_mode():
             out = model(torch.from_numpy(x))
         t_logits, t_sketch = out["logits"].numpy(), out["sketches"].numpy()
-        d_logits = max(d_logits, float(np.abs(o_logits - t_logits).max()))
-        d_sketch = max(d_sketch, float(np.abs(o_sketch - t_sketch).max()))
+        # np.maximum, not max(): max(0.0, nan) is 0.0, and a NaN must fail the check
+        d_logits = float(np.maximum(d_logits, np.abs(o_logits - t_logits).max()))
+        d_sketch = float(np.maximum(d_sketch, np.abs(o_sketch - t_sketch).max()))
         mismatches += int((o_logits.argmax(1) != t_logits.argmax(1)).sum())
     return ParityReport(n, d_logits, d_sketch, mismatches, mismatches / n if n else 0.0, atol, max_label_mismatch)
 

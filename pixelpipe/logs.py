@@ -1,4 +1,8 @@
-"""Route a stage's output (prints, warnings, tqdm bars) into its Snakemake log file."""
+"""Route a stage's output (prints, warnings, tqdm bars) into its Snakemake log file.
+
+A failing stage writes its error and traceback there too: Snakemake's "check log
+file(s)" must lead to the cause.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import contextlib
 import logging
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -23,5 +28,9 @@ def stage_log(path: str | Path | None) -> Iterator[Callable[[str], None]]:
         logging.captureWarnings(True)
         try:
             yield lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=fh, flush=True)
+        except Exception as err:
+            print(f"[{time.strftime('%H:%M:%S')}] ERROR: {type(err).__name__}: {err}", file=fh)
+            traceback.print_exc(file=fh)
+            raise
         finally:
             logging.getLogger().removeHandler(handler)

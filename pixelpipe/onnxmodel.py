@@ -69,6 +69,13 @@ def copy_metadata(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         onnx.save(model, str(tmp))
 
 
+def verify_onnx(path: str | os.PathLike, metrics_path: str | os.PathLike, rule: str) -> None:
+    """Check an ONNX file against the sha256 its rule recorded in its metrics JSON (results/metrics/{rule}/...)."""
+    from . import io
+
+    io.verify_file(path, io.read_json(metrics_path).get("onnx_sha256"), str(metrics_path), rule)
+
+
 def _session_options(threads: int | None):
     import onnxruntime as ort
 
@@ -126,11 +133,11 @@ def run_logits(session: Any, images_u8: np.ndarray, batch_size: int = 256) -> np
 
 
 def iter_cache_split(split_dir: str | os.PathLike) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(images uint8 [N, C, H, W], labels [N]) per shard of a cache split, without torch."""
-    from . import io
+    """(images uint8 [N, C, H, W], labels [N]) per shard of a cache split (verified first), without torch."""
+    from .render import verify_shards
 
     split_dir = Path(split_dir)
-    manifest = io.read_json(split_dir / "manifest.json")
+    manifest = verify_shards(split_dir)
     for entry in manifest["shards"]:
         if entry["count"]:
             yield np.load(split_dir / entry["file"], mmap_mode="r"), np.asarray(entry["labels"], dtype=np.int64)

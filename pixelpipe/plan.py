@@ -466,7 +466,7 @@ def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: 
             "render": RenderSettings.from_config(cfg["render"]).to_dict(), "atlas": atlas,
             "text_length": {"min_chars": 15, "max_chars": 90}, **extra,
             "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
-            "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}}
+            "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}, "weights_sha256": "0" * 64}
 
 
 def _model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> int:

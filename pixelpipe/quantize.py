@@ -48,7 +48,10 @@ class CacheCalibrationReader:
 
     def _batches(self) -> Iterator[dict[str, np.ndarray]]:
         left = self.samples
+        from .render import verify_shards
+
         for path in self.shard_paths:
+            verify_shards(path.parent, [path.name])
             shard = np.load(path, mmap_mode="r")
             for i in range(0, len(shard), self.batch_size):
                 if left <= 0:
@@ -176,6 +179,8 @@ def quantize_and_verify(fp32_path: str | os.PathLike, out_path: str | os.PathLik
         q_tmp = Path(tmp) / out_path.name
         info = quantize_file(fp32_path, q_tmp, settings, calibration_shards, log)
         fp32 = onnxmodel.accuracy(onnxmodel.open_session(fp32_path, threads), test_split_dir)
+        if not fp32["samples"]:
+            raise AccuracyDropError(f"int8 model {out_path} not checked: the test split {test_split_dir} has no images")
         int8 = onnxmodel.accuracy(onnxmodel.open_session(q_tmp, threads), test_split_dir)
         drop = 100.0 * (fp32["accuracy"] - int8["accuracy"])
         info.update(fp32_test_accuracy=fp32["accuracy"], int8_test_accuracy=int8["accuracy"],
@@ -185,7 +190,7 @@ def quantize_and_verify(fp32_path: str | os.PathLike, out_path: str | os.PathLik
                f"(drop {drop:.2f} points, allowed {settings.max_accuracy_drop:g}; {int8['samples']} test samples); "
                f"size {info['fp32_bytes']:,} -> {info['int8_bytes']:,} bytes")
         log(msg)
-        if drop > settings.max_accuracy_drop:
+        if not drop <= settings.max_accuracy_drop:  # NaN fails too
             raise AccuracyDropError(f"int8 model {out_path} rejected: {msg}")
         os.replace(q_tmp, out_path)
     return info

@@ -206,6 +206,25 @@ def render_split(
     return manifest
 
 
+def verify_shards(split_dir: str | os.PathLike, files: Sequence[str] | None = None) -> dict[str, Any]:
+    """Check the shards of a rendered split (all, or the file names in `files`) against its manifest.
+
+    Every reader of the cache calls this before it uses a shard, so a damaged shard stops the
+    stage with an IntegrityError naming the file and the render rule to rerun. Returns the manifest.
+    """
+    split_dir = Path(split_dir)
+    manifest_path = split_dir / "manifest.json"
+    manifest = io.read_json(manifest_path)
+    listed = {entry["file"]: entry for entry in manifest["shards"]}
+    rerun = f"render_{split_dir.name}"
+    for name in listed if files is None else files:
+        if name not in listed:
+            raise io.IntegrityError(f"{split_dir / name} is not listed in {manifest_path}; rebuild the split: "
+                                    f"snakemake --forcerun {rerun}")
+        io.verify_file(split_dir / name, listed[name].get("sha256"), str(manifest_path), rerun)
+    return manifest
+
+
 def split_manifest(settings: RenderSettings, shard_size: int, files: Sequence[str], sha256s: Sequence[str],
                    labels: Sequence[int], ids: Sequence[str | int], full: np.ndarray, atlas: dict[str, Any],
                    images_per_s: float) -> dict[str, Any]:

@@ -8,6 +8,7 @@ sketches for the student).
 from __future__ import annotations
 
 import csv
+import hashlib
 import time
 import io as _io
 from pathlib import Path
@@ -86,12 +87,14 @@ def write_metrics_csv(path: Path, rows: list[dict]) -> None:
 
 
 def checkpoint_batch_size(ckpt_dir: Path | None) -> int | None:
-    """The effective batch the newest checkpoint was trained with (resume must keep it)."""
-    found = list_checkpoints(ckpt_dir) if ckpt_dir else []
-    if not found:
-        return None
-    meta = read_json(found[-1][1])
-    return int(meta.get("batch_size", meta["micro_batch"] * meta["accum"]))
+    """The effective batch the newest readable checkpoint was trained with (resume must keep it)."""
+    for _, path in reversed(list_checkpoints(ckpt_dir) if ckpt_dir else []):
+        try:
+            meta = read_json(path)
+            return int(meta.get("batch_size", meta["micro_batch"] * meta["accum"]))
+        except (ValueError, KeyError):  # damaged: resume skips it too
+            continue
+    return None
 
 
 def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
@@ -118,21 +121,34 @@ def run_fingerprint(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
-    """Identity of a training run: its config slice plus the bytes it learns from.
+def source_hash() -> str:
+    """sha256 of the package's source and the torch version: the code that decides what training computes.
 
-    Checkpoints carry it, so a resumed run is always the same run (never another config's).
+    The whole package rather than a hand-kept list of modules, so no edit that changes results
+    (model, loss, engine, windows, ...) can be missed; editing any module restarts training.
+    """
+    h = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
+    """Identity of a training run: its config slice, the bytes it learns from and the code that learns.
+
+    Checkpoints carry it, so a resumed run is always the same run (never another config's, and never
+    one from before a fix in the model or the loss).
     """
     return run_fingerprint({role: cfg[role], "engine": output_affecting(cfg["engine"]), "seed": cfg["seed"],
-                            "data": [sha256_file(p) for p in data_files]})
+                            "data": [sha256_file(p) for p in data_files], "code": source_hash()})
 
 
 def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
-    """Checkpoints of another config must not be resumed: drop them."""
+    """Checkpoints of another run (config, data or code) must not be resumed: drop them."""
     marker = ckpt_dir / "RUN"
     if marker.exists() and marker.read_text().strip() != fingerprint:
         removed = rotate_checkpoints(ckpt_dir, 0)
-        log(f"checkpoints in {ckpt_dir} belong to another config; removed {len(removed) // 2}")
+        log(f"checkpoints in {ckpt_dir} belong to another run (config, data or code); removed {len(removed) // 2}")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     write_text(marker, fingerprint + "\n")
 

@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from pixelpipe.config import ConfigError, output_affecting, resolve_config
-from pixelpipe.corpus import SPLITS, planned_split_sizes, shard_count
+from pixelpipe.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
 from pixelpipe.summary import accuracy_summary
 
 try:
@@ -18,7 +18,10 @@ config.clear()
 config.update(_resolved)
 validate(config, "config.schema.yaml")
 
-SPLIT_SIZES = planned_split_sizes(config["corpus"])
+try:  # a missing, empty or unreadable corpus file fails here, before any job, in one line naming it
+    SPLIT_SIZES = planned_split_sizes(config["corpus"])
+except CorpusError as err:
+    raise WorkflowError(f"pixelpipe: {err}") from None
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
 ENCODED_SPLITS = config["encode"]["splits"]
 

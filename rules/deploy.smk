@@ -34,6 +34,7 @@ rule export_onnx:
 rule quantize_onnx:
     input:
         onnx="results/models/student.onnx",
+        export_metrics="results/metrics/export_onnx/student.json",  # the ONNX file's sha256
         calibration=cache_shards("train"),
         test=cache_inputs(["test"]),
     output:
@@ -57,6 +58,8 @@ rule deploy_benchmark:
         student=STUDENT_FILES,
         onnx="results/models/student.onnx",
         int8="results/models/student.int8.onnx",
+        export_metrics="results/metrics/export_onnx/student.json",  # the ONNX files' sha256
+        quantize_metrics="results/metrics/quantize_onnx/student.json",
         test=cache_inputs(["test"]),
     output:
         json="results/reports/deploy.json",

@@ -15,8 +15,9 @@ with stage_log(sm.log[0]) as log, StageMeter("encode", sm.output.metrics, [sm.ou
     engine = EngineSettings.from_config(sm.config["engine"], info)
     configure_backends(engine, sm.threads)
     device = torch.device(info.kind)
-    split = CacheSplit(sm.input.manifest.rsplit("/", 1)[0])
+    split = CacheSplit(sm.input.manifest.rsplit("/", 1)[0], verify=False)
     index = int(sm.wildcards.i)
+    split.verify([index])  # only the shard this job reads
     start = sum(split.shard_counts[:index])
     labels = split.labels[start : start + split.shard_counts[index]]
     model = load_teacher(sm.input.model.rsplit("/", 1)[0], device)
