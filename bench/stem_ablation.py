@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from language_id import fresh_texts  # bench/ is on sys.path when this script runs
 from torch import nn
 
-from language_id import fresh_texts  # bench/ is on sys.path when this script runs
 from pixelpipe.baseline import train_baseline
 from pixelpipe.config import load_config
 from pixelpipe.corpus import assign_splits, generate_default_corpus
@@ -160,13 +160,15 @@ def main() -> None:
     data, settings, labels = make_data(cfg)
     geometry = (settings.cell_height, settings.cell_width, settings.lines, settings.line_chars)
     rows = []
-    base = train_baseline({s: data[f"{s}_text"] for s in ("train", "val", "test")},
-                          {s: data[f"{s}_y"] for s in ("train", "val", "test")}, len(labels),
+    splits = ("train", "val", "test", "phrases", "single")
+    base = train_baseline({s: data[f"{s}_text"] for s in splits}, {s: data[f"{s}_y"] for s in splits}, len(labels),
                           cfg["baseline"]["buckets"], cfg["baseline"]["epochs"], cfg["baseline"]["lr"],
                           cfg["baseline"]["batch_size"], cfg["seed"], log=lambda m: None)
-    rows.append({"variant": "character 1-3-gram linear baseline (text, no pixels)", "val": 100 * base["val_accuracy"],
-                 "test": 100 * base["test_accuracy"], "train_s": round(base["train_s"], 1)})
+    rows.append({"variant": "character 1-3-gram linear baseline (text, no pixels)", "parameters": base["parameters"],
+                 "train_s": round(base["train_s"], 1)}
+                | {s: round(100 * base[f"{s}_accuracy"], 2) for s in splits[1:]})
     print(json.dumps(rows[-1]), flush=True)
+    args.out.write_text(json.dumps({"config": args.config, "rows": rows}, indent=1) + "\n")
     for name, (overrides, head, epochs, lr) in VARIANTS.items():
         if args.only and name not in args.only:
             continue

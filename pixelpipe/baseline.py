@@ -13,7 +13,8 @@ from __future__ import annotations
 import array
 import time
 import zlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,7 +70,8 @@ def accuracy(model: NgramClassifier, ids: torch.Tensor, offsets: torch.Tensor, l
 def train_baseline(texts: dict[str, Sequence[str]], labels: dict[str, np.ndarray], num_classes: int,
                    buckets: int, epochs: int, lr: float, batch_size: int, seed: int,
                    log: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Train on `texts["train"]`, return {val,test}_accuracy, train_s and the sizes used."""
+    """Train on `texts["train"]`; return `{split}_accuracy` and `{split}_samples` for every other split given
+    (val and test in the pipeline), train_s and the sizes used."""
     torch.manual_seed(seed)
     feats = {split: ngram_ids(texts[split], buckets) for split in texts}
     model = NgramClassifier(buckets, num_classes)
@@ -91,7 +93,7 @@ def train_baseline(texts: dict[str, Sequence[str]], labels: dict[str, np.ndarray
         log(f"baseline: epoch {epoch + 1}/{epochs} train loss {total / max(1, n):.4f}")
     train_s = time.perf_counter() - t0
     out = {"train_s": train_s, "buckets": buckets, "epochs": epochs, "parameters": sum(p.numel() for p in model.parameters())}
-    for split in ("val", "test"):
+    for split in (s for s in texts if s != "train"):
         out[f"{split}_accuracy"] = accuracy(model, *feats[split], np.asarray(labels[split]))
         out[f"{split}_samples"] = len(labels[split])
     log(f"baseline: val accuracy {out['val_accuracy']:.4f}, test accuracy {out['test_accuracy']:.4f} ({train_s:.1f} s)")
