@@ -94,7 +94,7 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     length = torch.tensor(enc.num_tokens)
     dataset = [{"image": images[i], "label": labels[i], "length": length, "index": i} for i in range(n)]
     tcfg = cfg["teacher"]["train"]
-    train = TrainSettings(**{**tcfg, "epochs": 1, "batch_size": bs})
+    train = TrainSettings.from_section({**tcfg, "epochs": 1, "batch_size": bs})
     sampler = RSSSampler(0.02)
     sampler.start()
     if device.type == "cuda":
@@ -166,7 +166,7 @@ def run_matrix(cfg: dict, threads: int | None = None, log=print, timeout_s: floa
             r["speedup"] = r["samples_per_s"] / base["samples_per_s"]
             r["memory_ratio"] = r["peak_host_bytes"] / base["peak_host_bytes"]
     return {"machine": machine_description(), "device": info.name, "teacher": cfg["teacher"]["model"],
-            "image": list(RenderSettings.from_config(cfg["render"]).shape),
+            "image": list(RenderSettings.from_section(cfg["render"]).shape),
             "steps": cfg["benchmark_matrix"]["steps"], "warmup_steps": cfg["benchmark_matrix"]["warmup_steps"],
             "variants": results}
 
