@@ -21,10 +21,10 @@ import psutil
 
 from .io import read_json, write_json, write_text
 from .plan import fmt_bytes
+from .stages import STAGE_RULES
 from .summary import summary_markdown_lines
 
-RULE_ORDER = ["corpus", "baseline", "render", "train_teacher", "encode", "consolidate", "train_student",
-              "export_onnx", "quantize_onnx", "deploy_benchmark"]
+RULE_ORDER = list(STAGE_RULES)
 # resource -> (label, unit kind)
 RESOURCES = {
     "peak_host_bytes": ("peak host RAM (main anonymous RSS + workers' USS)", "bytes"),
