@@ -2,8 +2,8 @@
 
 Each variant adds one switch to the fp32 eager baseline (AMP, torch.compile,
 channels_last, activation checkpointing, gradient accumulation) or changes
-the batch size, and runs the real `engine.Trainer` step (its `_micro_step` and
-`_optimizer_step`, the code that trains) on synthetic images of the configured
+the batch size, and runs the real `engine.Trainer` step (`Trainer.train_step`,
+the code that trains) on synthetic images of the configured
 size. Every variant runs in a fresh interpreter so its peak memory is its own.
 Variants that cannot apply on this device are listed with the reason.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import write_json, write_text
-from .plan import fmt_bytes
+from .fmt import fmt_bytes
 from .render import RenderSettings
 
 # The matrix times the training step on random images; the class count only sizes the head.
@@ -101,19 +101,13 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats()
     trainer = Trainer(model, ClassificationObjective(), dataset, None, train, engine, device, log=lambda m: None,
                       desc=spec["name"])
-    batches = trainer._batches()
+    batches = trainer.batches()
     model.train()
-
-    def step() -> None:
-        for i in range(trainer.accum):
-            trainer.timer.micro_index = i
-            trainer._micro_step(next(batches))
-        trainer._optimizer_step()
 
     def run(n: int) -> float:
         t0 = time.perf_counter()
         for _ in range(n):
-            step()
+            trainer.train_step(batches)
         if device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - t0

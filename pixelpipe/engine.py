@@ -474,6 +474,24 @@ class Trainer:
             self.loader = make_loader(self.train_set, self.sampler, self.engine)
         return iter(self.loader)
 
+    def batches(self) -> Iterator[dict]:
+        """The micro-batches from the current step on (for driving `train_step` outside `fit`)."""
+        return self._batches()
+
+    def train_step(self, batches: Iterator[dict]) -> list[torch.Tensor]:
+        """One optimizer step: `accum` micro-batches from `batches` (forward, backward), then the update.
+
+        The public seam for measuring the real step (the benchmark matrix); returns the micro-batch losses.
+        """
+        losses = []
+        for micro_index in range(self.accum):
+            self.timer.start("data_wait")
+            self.timer.micro_index = micro_index
+            loss, _ = self._micro_step(next(batches))
+            losses.append(loss)
+        self._optimizer_step()
+        return losses
+
     # ---- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
         self.maybe_resume()

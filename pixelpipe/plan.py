@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .corpus import shard_count
+from .fmt import fmt_bytes
 from .fonts import load_face
 from .model import EncoderConfig, flops_per_sample
 
@@ -822,16 +823,6 @@ def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int 
             f"on the filesystem of '{results_dir}'; free space, shrink corpus.num_samples / render size, or point "
             f"results elsewhere ({FREE_BYTES_ENV} overrides the free-space figure)")
     return {"need": need, "free": have}
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def format_plan(plan: dict) -> str:
