@@ -33,7 +33,7 @@ def prepare_cache(cfg: dict, root: Path) -> Path:
     cache_root = root / f"data-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     if (cache_root / "done").exists():
         return cache_root
-    settings = RenderSettings.from_config(cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     build_corpus(cfg["corpus"], cfg["render"]["fonts"], cache_root / "corpus", seed=cfg["seed"])
     for split in ("train", "val", "test"):
         df = pd.read_parquet(cache_root / "corpus" / f"{split}.parquet")

@@ -99,7 +99,7 @@ def write_shard(root: Path, n: int, render: dict, chars: tuple[int, int], seed: 
     split = root / "train"
     corpus = generate_default_corpus(n, *chars, seed=seed)
     labels = [sorted(set(corpus["label"])).index(l) for l in corpus["label"]]
-    render_split(corpus["text"].tolist(), labels, corpus["id"].tolist(), RenderSettings.from_config(render),
+    render_split(corpus["text"].tolist(), labels, corpus["id"].tolist(), RenderSettings.from_section(render),
                  [split / "shard-00000.npy"], split / "manifest.json", shard_size=n, progress=False)
     return split
 
@@ -189,7 +189,8 @@ def run_finder(cfg: EncoderConfig, dataset: CacheDataset, device: torch.device, 
     model = TRMVisionEncoder(copy.deepcopy(cfg)).to(device)
     objective = ClassificationObjective().to(device)
     precision = "bf16" if device.type == "cuda" else "fp32"
-    engine = EngineSettings(precision=precision, channels_last=device.type == "cuda", augment=True, progress=False)
+    engine = EngineSettings.from_section({**load_config(None)["engine"], "precision": precision,
+                                          "channels_last": device.type == "cuda", "augment": True, "progress": False})
 
     def sample_batch(b: int) -> dict:
         items = [dataset[i % len(dataset)] for i in range(b)]
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                  "num_capsules": 2}
     else:
         model = REFERENCE_TEACHER
-    cfg = encoder_config(model, RenderSettings.from_config(render).to_dict(), NUM_CLASSES)
+    cfg = encoder_config(model, RenderSettings.from_section(render).to_dict(), NUM_CLASSES)
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (smoke)"
     peak = peak_tflops(name) if device.type == "cuda" else None
     args.out.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ def main() -> None:
     cfg = load_config(args.config)
     c = cfg["corpus"]
     texts = generate_default_corpus(c["num_samples"], c["min_chars"], c["max_chars"], cfg["seed"])["text"].tolist()
-    settings = RenderSettings.from_config(cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     renderer = Renderer(settings)
     cold = render_all(renderer, texts, cfg["render"]["shard_size"])
     warm = [render_all(renderer, texts, cfg["render"]["shard_size"]) for _ in range(args.repeats)]

@@ -131,7 +131,7 @@ def make_data(cfg: dict) -> tuple[dict, RenderSettings, list[str]]:
     df = generate_default_corpus(c["num_samples"], c["min_chars"], c["max_chars"], cfg["seed"])
     split = assign_splits(len(df), c["splits"], cfg["seed"])
     labels = sorted(set(df["label"]))
-    settings = RenderSettings.from_config(cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     renderer = Renderer(settings)
     data = {}
     for s in ("train", "val", "test"):

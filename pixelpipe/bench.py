@@ -2,8 +2,8 @@
 
 Each variant adds one switch to the fp32 eager baseline (AMP, torch.compile,
 channels_last, activation checkpointing, gradient accumulation) or changes
-the batch size, and runs the real `engine.Trainer` step (its `_micro_step` and
-`_optimizer_step`, the code that trains) on synthetic images of the configured
+the batch size, and runs the real `engine.Trainer` step (`Trainer.train_step`,
+the code that trains) on synthetic images of the configured
 size. Every variant runs in a fresh interpreter so its peak memory is its own.
 Variants that cannot apply on this device are listed with the reason.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import write_json, write_text
-from .plan import fmt_bytes
+from .fmt import fmt_bytes
 from .render import RenderSettings
 
 # The matrix times the training step on random images; the class count only sizes the head.
@@ -94,26 +94,20 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     length = torch.tensor(enc.num_tokens)
     dataset = [{"image": images[i], "label": labels[i], "length": length, "index": i} for i in range(n)]
     tcfg = cfg["teacher"]["train"]
-    train = TrainSettings(**{**tcfg, "epochs": 1, "batch_size": bs})
+    train = TrainSettings.from_section({**tcfg, "epochs": 1, "batch_size": bs})
     sampler = RSSSampler(0.02)
     sampler.start()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     trainer = Trainer(model, ClassificationObjective(), dataset, None, train, engine, device, log=lambda m: None,
                       desc=spec["name"])
-    batches = trainer._batches()
+    batches = trainer.batches()
     model.train()
-
-    def step() -> None:
-        for i in range(trainer.accum):
-            trainer.timer.micro_index = i
-            trainer._micro_step(next(batches))
-        trainer._optimizer_step()
 
     def run(n: int) -> float:
         t0 = time.perf_counter()
         for _ in range(n):
-            step()
+            trainer.train_step(batches)
         if device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - t0
@@ -166,7 +160,7 @@ def run_matrix(cfg: dict, threads: int | None = None, log=print, timeout_s: floa
             r["speedup"] = r["samples_per_s"] / base["samples_per_s"]
             r["memory_ratio"] = r["peak_host_bytes"] / base["peak_host_bytes"]
     return {"machine": machine_description(), "device": info.name, "teacher": cfg["teacher"]["model"],
-            "image": list(RenderSettings.from_config(cfg["render"]).shape),
+            "image": list(RenderSettings.from_section(cfg["render"]).shape),
             "steps": cfg["benchmark_matrix"]["steps"], "warmup_steps": cfg["benchmark_matrix"]["warmup_steps"],
             "variants": results}
 

@@ -1,17 +1,9 @@
 """Build the labelled corpus: generate or load it, split it, drop or reject bad rows.
 
-Corpus config (the `corpus` section):
-    path          null -> generate the default multilingual Faker corpus; else a
-                  .csv, .jsonl, .json (JSON lines) or .parquet file
-    text_column   column holding the text ("text")
-    label_column  column holding the label ("label"); ints or strings, stringified
-    split_column  optional column whose values are train/val/test; null -> random split
-    splits        fractions {train: 0.8, val: 0.1, test: 0.1}
-    num_samples   rows to generate (default corpus only)
-    min_chars     shortest generated text (default corpus only)
-    max_chars     longest generated text (default corpus only); user texts of any length are
-                  kept, and the renderer truncates what does not fit its layout (counted)
-    on_bad_row    "skip" (drop and report) or "fail" (raise naming the first bad row)
+The `corpus` section (`CorpusSettings`; defaults and descriptions: the schema) names either
+the built-in multilingual Faker corpus (`path: null`, sized by num_samples, min_chars and
+max_chars) or a .csv, .jsonl, .json (JSON lines) or .parquet file with a text, a label and
+optionally a split column; bad rows are skipped (counted) or fail the rule (`on_bad_row`).
 """
 
 from __future__ import annotations
@@ -21,6 +13,7 @@ import csv
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -30,20 +23,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import io
+from .settings import Section
 
 DEFAULT_LOCALES = (
     "ar_AA", "az_AZ", "cs_CZ", "da_DK", "de_DE", "el_GR", "en_US", "es_ES", "fa_IR", "fr_FR",
     "he_IL", "hy_AM", "it_IT", "mk_MK", "nl_NL", "pl_PL", "ru_RU", "uk_UA", "vi_VN",
 )  # fmt: skip
 SPLITS = ("train", "val", "test")
-CORPUS_DEFAULTS: dict[str, Any] = {
-    "path": None,
-    "text_column": "text",
-    "label_column": "label",
-    "split_column": None,
-    "splits": {"train": 0.8, "val": 0.1, "test": 0.1},
-    "on_bad_row": "skip",
-}
 # Label strings that mean "no label" in exported spreadsheets and data frames: a missing label, not a class.
 MISSING_LABELS = frozenset({"nan", "na", "n/a", "null", "none"})
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
@@ -52,6 +38,23 @@ UNKNOWN_SPLIT = "?"  # the split of a line that could not be parsed (it is a bad
 
 class CorpusError(ValueError):
     """A corpus that cannot train a classifier; the message names the file and the config key."""
+
+
+@dataclass(frozen=True)
+class CorpusSettings(Section):
+    """The `corpus` section (meaning and defaults: the schema and this module's docstring)."""
+
+    SECTION = "corpus"
+
+    path: str | None
+    text_column: str
+    label_column: str
+    split_column: str | None
+    splits: dict[str, float]
+    num_samples: int
+    min_chars: int
+    max_chars: int
+    on_bad_row: str
 
 
 # --- split sizes ------------------------------------------------------------------
@@ -79,16 +82,16 @@ def _split_values(values: Sequence[Any], split_column: str, broken: Sequence[boo
 
 def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
     """Rows per split before bad rows are dropped. Cheap: called when Snakemake parses the DAG."""
-    cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
-    if cfg["path"] is None:
-        return _split_sizes(int(_required(cfg, "num_samples")), cfg["splits"])
-    path, split_col = Path(cfg["path"]), cfg["split_column"]
+    cfg = CorpusSettings.from_section(corpus_cfg)
+    if cfg.path is None:
+        return _split_sizes(cfg.num_samples, cfg.splits)
+    path, split_col = Path(cfg.path), cfg.split_column
     if split_col is not None:
         raw = read_columns(path, [split_col])
         counts = collections.Counter(_split_values(raw[split_col].tolist(), split_col, raw["error"].notna(), path))
         sizes = {s: counts.get(s, 0) for s in SPLITS}
     else:
-        sizes = _split_sizes(_count_rows(path, cfg["label_column"]), cfg["splits"])
+        sizes = _split_sizes(_count_rows(path, cfg.label_column), cfg.splits)
     if not sum(sizes.values()):
         raise CorpusError(f"corpus file {path} (corpus.path) has no data rows")
     return sizes
@@ -334,12 +337,6 @@ def _label_order(names: set[str]) -> list[str]:
     return sorted(names)
 
 
-def _required(cfg: dict[str, Any], key: str) -> Any:
-    if cfg.get(key) is None:
-        raise ValueError(f"corpus.{key} is required for the default (generated) corpus")
-    return cfg[key]
-
-
 # --- build ------------------------------------------------------------------------
 
 
@@ -376,18 +373,17 @@ def _check_usable(df: pd.DataFrame, counts: dict[str, int], source: str) -> None
 def corpus_rows(corpus_cfg: dict[str, Any], seed: int) -> tuple[pd.DataFrame, dict[str, str] | None, str]:
     """(rows with id, text, label, split and 1-based file row; the locale of each label or None; a name
     for messages), before bad rows are dropped. What build_corpus writes, and what the planner sizes."""
-    cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
-    if cfg["path"] is None:
-        df = generate_default_corpus(int(_required(cfg, "num_samples")), int(_required(cfg, "min_chars")),
-                                     int(_required(cfg, "max_chars")), seed)
+    cfg = CorpusSettings.from_section(corpus_cfg)
+    if cfg.path is None:
+        df = generate_default_corpus(cfg.num_samples, cfg.min_chars, cfg.max_chars, seed)
         locales, source = {loc.split("_")[0]: loc for loc in DEFAULT_LOCALES}, "(built-in)"
     else:
-        df = load_user_corpus(cfg["path"], cfg["text_column"], cfg["label_column"], cfg["split_column"])
-        locales, source = None, str(cfg["path"])
+        df = load_user_corpus(cfg.path, cfg.text_column, cfg.label_column, cfg.split_column)
+        locales, source = None, str(cfg.path)
         if df.empty:
             raise CorpusError(f"corpus file {source} (corpus.path) has no data rows")
     if "split" not in df:
-        df["split"] = assign_splits(len(df), cfg["splits"], seed)
+        df["split"] = assign_splits(len(df), cfg.splits, seed)
     df["row"] = np.arange(1, len(df) + 1)  # 1-based data row in the file, for messages
     return df, locales, source
 
@@ -416,15 +412,15 @@ def build_corpus(
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Write {train,val,test}.parquet (id, text, label = class id) and labels.json; return labels.json's content."""
-    cfg = {**CORPUS_DEFAULTS, **corpus_cfg}
-    if cfg["on_bad_row"] not in ("skip", "fail"):
-        raise ValueError(f"corpus.on_bad_row must be 'skip' or 'fail', got {cfg['on_bad_row']!r}")
-    df, locales, source = corpus_rows(cfg, seed)
+    cfg = CorpusSettings.from_section(corpus_cfg)
+    if cfg.on_bad_row not in ("skip", "fail"):
+        raise ValueError(f"corpus.on_bad_row must be 'skip' or 'fail', got {cfg.on_bad_row!r}")
+    df, locales, source = corpus_rows(corpus_cfg, seed)
     bad = find_bad_rows(df, fonts)
     counts = bad_row_counts(bad)
     if len(bad):
         where = [f"row {r.row} (split {r.split}, id {r.id}): {r.reason}" for r in bad.head(5).itertuples()]
-        if cfg["on_bad_row"] == "fail":
+        if cfg.on_bad_row == "fail":
             raise CorpusError(f"corpus {source}: {where[0]}; {len(bad)} bad row(s) in total {counts}. "
                               "Fix the data or set corpus.on_bad_row: skip")
         log(f"corpus: skipping {len(bad)} bad row(s): {counts}")

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .engine import Objective
+from .settings import Section
+
+
+@dataclass
+class DistillSettings(Section):
+    """The `student.distill` section: the temperature and the weights of the three loss terms."""
+
+    SECTION = "student.distill"
+
+    temperature: float
+    ce_weight: float
+    kl_weight: float
+    sketch_weight: float
 
 
 class ClassificationObjective(Objective):
@@ -28,9 +43,9 @@ def distillation_loss(
     labels: torch.Tensor,
     adapter: nn.Module,
     temperature: float,
-    ce_weight: float = 1.0,
-    kl_weight: float = 1.0,
-    sketch_weight: float = 0.5,
+    ce_weight: float,
+    kl_weight: float,
+    sketch_weight: float,
     label_smoothing: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """CE on labels + T^2 * KL(teacher_T || student_T) + (1 - cos) between adapted student and teacher sketches.
@@ -55,12 +70,11 @@ def distillation_loss(
 class DistillationObjective(Objective):
     """Owns the linear adapter from student sketch width to teacher sketch width."""
 
-    def __init__(self, student_dim: int, teacher_dim: int, temperature: float, ce_weight: float,
-                 kl_weight: float, sketch_weight: float, label_smoothing: float = 0.0):
+    def __init__(self, student_dim: int, teacher_dim: int, settings: DistillSettings, label_smoothing: float):
         super().__init__()
         self.adapter = nn.Linear(student_dim, teacher_dim)
-        self.temperature, self.ce_weight, self.kl_weight = temperature, ce_weight, kl_weight
-        self.sketch_weight, self.label_smoothing = sketch_weight, label_smoothing
+        self.temperature, self.ce_weight, self.kl_weight = settings.temperature, settings.ce_weight, settings.kl_weight
+        self.sketch_weight, self.label_smoothing = settings.sketch_weight, label_smoothing
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         out = model(batch["image"])

@@ -27,6 +27,7 @@ from . import checkpoint as ckpt
 from .augment import augment_batch
 from .windows import random_windows
 from .hardware import DeviceInfo, resolve_precision
+from .settings import Section
 from .timing import ComponentTimer
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -39,30 +40,33 @@ class NonFiniteLossError(RuntimeError):
 
 
 @dataclass
-class EngineSettings:
-    """The `engine:` config section, resolved for one device."""
+class EngineSettings(Section):
+    """The `engine:` config section, resolved for one device (defaults: the schema)."""
 
-    precision: str = "fp32"
-    compile: str = "none"
-    grad_accum_steps: int = 1
-    activation_checkpointing: bool = False
-    grad_free_cycles: bool = False
-    channels_last: bool = False
-    tf32: bool = True
-    num_workers: int = 0
-    pin_memory: bool = False
-    persistent_workers: bool = True
-    prefetch_factor: int = 2
-    augment: bool = False
-    memory_target: float = 0.8
-    memory_margin: float = 0.05
-    profiler: bool = False
-    progress: bool = True
-    threads: int = 0
+    SECTION = "engine"
+
+    precision: str
+    compile: str
+    grad_accum_steps: int
+    activation_checkpointing: bool
+    grad_free_cycles: bool
+    channels_last: bool
+    tf32: bool
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: int
+    augment: bool
+    memory_target: float
+    memory_margin: float
+    profiler: bool
+    progress: bool
+    threads: int
 
     @classmethod
     def from_config(cls, engine_cfg: dict, info: DeviceInfo) -> "EngineSettings":
-        s = cls(**engine_cfg)
+        """`from_section`, then resolved for the device (precision 'auto', no pinned memory on CPU)."""
+        s = cls.from_section(engine_cfg)
         s.precision = resolve_precision(s.precision, info)
         if info.kind == "cpu":
             s.pin_memory = False
@@ -70,7 +74,11 @@ class EngineSettings:
 
 
 @dataclass
-class TrainSettings:
+class TrainSettings(Section):
+    """A `{role}.train` section (batch_size resolved to a number)."""
+
+    SECTION = "train"
+
     epochs: float
     batch_size: int
     lr: float
@@ -465,6 +473,24 @@ class Trainer:
         if self.loader is None:
             self.loader = make_loader(self.train_set, self.sampler, self.engine)
         return iter(self.loader)
+
+    def batches(self) -> Iterator[dict]:
+        """The micro-batches from the current step on (for driving `train_step` outside `fit`)."""
+        return self._batches()
+
+    def train_step(self, batches: Iterator[dict]) -> list[torch.Tensor]:
+        """One optimizer step: `accum` micro-batches from `batches` (forward, backward), then the update.
+
+        The public seam for measuring the real step (the benchmark matrix); returns the micro-batch losses.
+        """
+        losses = []
+        for micro_index in range(self.accum):
+            self.timer.start("data_wait")
+            self.timer.micro_index = micro_index
+            loss, _ = self._micro_step(next(batches))
+            losses.append(loss)
+        self._optimizer_step()
+        return losses
 
     # ---- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:

@@ -19,7 +19,9 @@ plain conv net").
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +29,14 @@ from torch import nn
 from torch.profiler import record_function
 from torch.utils.checkpoint import checkpoint
 
+from .settings import check_keys
 
 STEMS = ("pair", "cell")
+NUM_CHILDREN = 4  # children per capsule (fixed by the architecture, not configured)
+CHECKSUM_BITS = 32  # bits of each capsule's checksum code
+# EncoderConfig fields that are not `{role}.model` keys: image geometry (render), classes (corpus), fixed heads.
+NOT_MODEL_KEYS = ("channels", "cell_height", "cell_width", "lines", "line_chars", "num_classes", "num_children",
+                  "checksum_bits")
 
 
 @dataclass
@@ -52,15 +60,26 @@ class EncoderConfig:
     L_cycles: int
     num_capsules: int
     num_classes: int
-    num_children: int = 4
-    checksum_bits: int = 32
+    num_children: int
+    checksum_bits: int
+
+    @classmethod
+    def section_keys(cls) -> list[str]:
+        """The `{role}.model` keys: every field but the geometry, the classes and the fixed output heads."""
+        return [f.name for f in fields(cls) if f.name not in NOT_MODEL_KEYS]
+
+    @classmethod
+    def from_section(cls, model: Mapping[str, Any], render: Mapping[str, Any], num_classes: int) -> "EncoderConfig":
+        """The encoder for a complete `{role}.model` section and the render settings its images are drawn with."""
+        check_keys(model, cls.section_keys(), "'model' for EncoderConfig")
+        return cls(channels=render["channels"], cell_height=render["cell_height"], cell_width=render["cell_width"],
+                   lines=render["lines"], line_chars=render["line_chars"], num_classes=num_classes,
+                   num_children=NUM_CHILDREN, checksum_bits=CHECKSUM_BITS, **model)
 
     @classmethod
     def from_dict(cls, d: dict) -> "EncoderConfig":
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown encoder config keys: {sorted(unknown)}")
+        """A saved encoder config (a model's config.json): exactly the fields."""
+        check_keys(d, [f.name for f in fields(cls)], "'encoder' of a saved model")
         return cls(**d)
 
     def to_dict(self) -> dict:

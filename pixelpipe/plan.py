@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .corpus import shard_count
+from .fmt import fmt_bytes
 from .fonts import load_face
 from .model import EncoderConfig, flops_per_sample
 
@@ -433,7 +434,7 @@ def _split_layouts(cfg: dict, facts: CorpusFacts) -> dict[str, tuple[np.ndarray,
     """Per split: (characters per text before truncation, the split's atlas), as render_split computes them."""
     from .render import Renderer, RenderSettings
 
-    settings = RenderSettings.from_config(cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     out = {}
     for split, (texts, _, _) in facts.splits.items():
         renderer = Renderer(settings)
@@ -448,7 +449,7 @@ def _render_manifest_bytes(cfg: dict, facts: CorpusFacts, split: int, n_shards: 
 
     _, labels, ids = facts.splits[split]
     files = [f"shard-{s:05d}.npy" for s in range(n_shards)]
-    manifest = split_manifest(RenderSettings.from_config(cfg["render"]), cfg["render"]["shard_size"], files,
+    manifest = split_manifest(RenderSettings.from_section(cfg["render"]), cfg["render"]["shard_size"], files,
                               ["0" * 64] * n_shards, labels, ids, full, atlas, images_per_s=12345.6)
     return _json_len(manifest)
 
@@ -463,7 +464,7 @@ def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: 
                 "total_steps": 100}
     metrics = {k: 0.123456789012345 for k in ("test_accuracy", "test_loss", "final_val_accuracy", "train_wall_s")}
     return {"encoder": enc.to_dict(), "labels": ["xx"] * labels,
-            "render": RenderSettings.from_config(cfg["render"]).to_dict(), "atlas": atlas,
+            "render": RenderSettings.from_section(cfg["render"]).to_dict(), "atlas": atlas,
             "text_length": {"min_chars": 15, "max_chars": 90}, **extra,
             "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
             "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}, "weights_sha256": "0" * 64}
@@ -557,7 +558,7 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     layouts = _split_layouts(cfg, facts)
     atlas = layouts["train"][1]
     shard_size = cfg["render"]["shard_size"]
-    settings = RenderSettings.from_config(cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     geometry, capacity = settings.shape, settings.capacity
     pixels = int(np.prod(geometry))
     classes = facts.num_classes
@@ -822,16 +823,6 @@ def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int 
             f"on the filesystem of '{results_dir}'; free space, shrink corpus.num_samples / render size, or point "
             f"results elsewhere ({FREE_BYTES_ENV} overrides the free-space figure)")
     return {"need": need, "free": have}
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def format_plan(plan: dict) -> str:

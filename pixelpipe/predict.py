@@ -54,7 +54,7 @@ def render_texts(texts: Sequence[str], config: dict[str, Any], where: Sequence[s
     from .render import Renderer, RenderSettings
 
     try:
-        settings = RenderSettings(**config["render"])
+        settings = RenderSettings.from_section(config["render"])
         atlas = GlyphAtlas.from_dict(config["atlas"], settings.fonts, settings.font_size)
     except (TypeError, ValueError, KeyError) as e:
         raise onnxmodel.ModelFileError(f"the model's render settings or glyph atlas cannot be used: {e}") from None

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from . import onnxmodel
+from .settings import Section
 
 
 class AccuracyDropError(RuntimeError):
@@ -84,24 +85,24 @@ def _as_reader(reader: CacheCalibrationReader):
 
 
 @dataclass
-class QuantizeSettings:
-    method: str = "static"  # static | dynamic
-    calibration_samples: int = 512
-    calibration_method: str = "minmax"  # minmax | entropy | percentile
-    per_channel: bool = True
-    activation_type: str = "uint8"
-    weight_type: str = "int8"
-    op_types: tuple[str, ...] = ("Conv", "MatMul", "Gemm")
-    reduce_range: bool = False
-    activation_matmuls: bool = False
-    max_accuracy_drop: float = 1.0  # points
+class QuantizeSettings(Section):
+    """The `quantize` section (defaults and meaning: the schema)."""
 
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "QuantizeSettings":
-        kw = {k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg}
-        if "op_types" in kw:
-            kw["op_types"] = tuple(kw["op_types"])
-        return cls(**kw)
+    SECTION = "quantize"
+
+    method: str  # static | dynamic
+    calibration_samples: int
+    calibration_method: str  # minmax | entropy | percentile
+    per_channel: bool
+    activation_type: str
+    weight_type: str
+    op_types: tuple[str, ...]
+    reduce_range: bool
+    activation_matmuls: bool
+    max_accuracy_drop: float  # points
+
+    def __post_init__(self) -> None:
+        self.op_types = tuple(self.op_types)
 
 
 def activation_matmuls(model_path: str | os.PathLike) -> list[str]:

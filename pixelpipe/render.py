@@ -19,21 +19,26 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from . import io
 from .atlas import GlyphAtlas, clusters, is_plain, normalize, undrawable
+from .settings import Section
 from .summary import TRUNCATION_WARN_SHARE
 
 CACHE_FORMAT = "pixelpipe.cache/2"
 
 
 @dataclass(frozen=True)
-class RenderSettings:
+class RenderSettings(Section):
     """Everything that changes a rendered pixel (stored in manifests and the model config)."""
+
+    SECTION = "render"
+    # Keys of the `render` section that are not pixels (they decide how images are grouped into files).
+    NOT_PIXELS: ClassVar[tuple[str, ...]] = ("shard_size",)
 
     fonts: tuple[str, ...]
     font_size: int
@@ -54,12 +59,12 @@ class RenderSettings:
                 raise ValueError(f"render.{key} must be >= 1, got {getattr(self, key)}")
 
     @classmethod
-    def from_config(cls, section: dict[str, Any]) -> "RenderSettings":
-        """Build from the config's `render` section (its other keys, e.g. shard_size, are not pixels)."""
-        return cls(**{f.name: section[f.name] for f in dataclasses.fields(cls)})
+    def from_section(cls, section: Mapping[str, Any]) -> "RenderSettings":
+        """Build from the `render` section, with or without its NOT_PIXELS keys; any other key must be a field."""
+        return super().from_section({k: v for k, v in section.items() if k not in cls.NOT_PIXELS})
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form; `RenderSettings(**d)` round-trips it."""
+        """JSON-safe form; `RenderSettings.from_section(d)` round-trips it."""
         d = dataclasses.asdict(self)
         d["fonts"] = list(self.fonts)
         return d
@@ -84,7 +89,7 @@ class RenderSettings:
 
 def image_geometry(render: dict[str, Any]) -> tuple[int, int, int]:
     """(channels, height, width) of a `render` settings dict (a manifest's or a model's)."""
-    s = RenderSettings(**render)
+    s = RenderSettings.from_section(render)
     return s.shape
 
 

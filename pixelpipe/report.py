@@ -20,11 +20,11 @@ from typing import Any
 import psutil
 
 from .io import read_json, write_json, write_text
-from .plan import fmt_bytes
+from .fmt import fmt_bytes, fmt_pct, fmt_seconds
+from .stages import STAGE_RULES
 from .summary import summary_markdown_lines
 
-RULE_ORDER = ["corpus", "baseline", "render", "train_teacher", "encode", "consolidate", "train_student",
-              "export_onnx", "quantize_onnx", "deploy_benchmark"]
+RULE_ORDER = list(STAGE_RULES)
 # resource -> (label, unit kind)
 RESOURCES = {
     "peak_host_bytes": ("peak host RAM (main anonymous RSS + workers' USS)", "bytes"),
@@ -136,13 +136,7 @@ def disk_over_dag(metrics: list[dict], plan: dict) -> list[dict]:
 
 
 def _fmt(res: str, v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.1f} s" if res == "wall_s" else fmt_bytes(v)
-
-
-def _fmt_err(e: float | None) -> str:
-    return "-" if e is None else f"{e:+.1f} %"
+    return fmt_seconds(v) if res == "wall_s" else fmt_bytes(v)
 
 
 def memory_markdown(rows: list[dict], plan: dict, machine: str, tolerance: float) -> str:
@@ -156,7 +150,7 @@ def memory_markdown(rows: list[dict], plan: dict, machine: str, tolerance: float
                 continue
             flag = "" if v["error_pct"] is None or abs(v["error_pct"]) <= tolerance else " ⚠"
             lines.append(f"| {r['key']} | {RESOURCES[res][0]} | {_fmt(res, v['predicted'])} | "
-                         f"{_fmt(res, v['measured'])} | {_fmt_err(v['error_pct'])}{flag} |")
+                         f"{_fmt(res, v['measured'])} | {fmt_pct(v['error_pct'])}{flag} |")
     lines += ["", "## Predicted disk by artifact (plan)", "", "| artifact | predicted |", "|---|---|"]
     lines += [f"| {k} | {fmt_bytes(v)} |" for k, v in plan["disk"].items()]
     lines += [f"| peak, upper bound | {fmt_bytes(plan['disk_peak_bytes'])} |", ""]
@@ -177,7 +171,7 @@ def time_markdown(rows: list[dict], metrics: list[dict], root: Path, machine: st
         lines.append(f"| {r['key']} | {m.get('samples', '-')} | {m['wall_s']:.2f} s | "
                      f"{b['s']:.2f} s | " if b else f"| {r['key']} | {m.get('samples', '-')} | {m['wall_s']:.2f} s | - | ")
         lines[-1] += (f"{m['samples_per_s']:.0f} | " if m.get("samples_per_s") else "- | ")
-        lines[-1] += f"{_fmt('wall_s', w.get('predicted'))} | {_fmt_err(w.get('error_pct'))} |"
+        lines[-1] += f"{_fmt('wall_s', w.get('predicted'))} | {fmt_pct(w.get('error_pct'))} |"
     for m in metrics:
         if m.get("components"):
             total = sum(c["seconds"] for c in m["components"].values()) or 1.0

@@ -19,7 +19,7 @@ import torch
 from .cache import CacheDataset, CacheSplit
 from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from .consolidate import open_dataset
-from .distill import ClassificationObjective, DistillationObjective
+from .distill import ClassificationObjective, DistillationObjective, DistillSettings
 from .config import output_affecting
 from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
 from .hardware import DeviceInfo, detect_device
@@ -32,9 +32,7 @@ METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_p
 
 def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
     """The encoder for a `{role}.model` section and the render settings its images were drawn with."""
-    r = render_settings
-    return EncoderConfig(channels=r["channels"], cell_height=r["cell_height"], cell_width=r["cell_width"],
-                         lines=r["lines"], line_chars=r["line_chars"], num_classes=num_classes, **model_cfg)
+    return EncoderConfig.from_section(model_cfg, render_settings, num_classes)
 
 
 def text_length(train_cfg: dict, manifest: dict) -> dict:
@@ -183,7 +181,7 @@ def _train_and_save(
     batch_size, search = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device,
                                             len(train_set), log, ckpt_dir)
     tcfg = {**role_cfg["train"], "batch_size": batch_size}
-    trainer = Trainer(model, objective, train_set, val_set, TrainSettings(**tcfg), engine, device, seed=cfg["seed"],
+    trainer = Trainer(model, objective, train_set, val_set, TrainSettings.from_section(tcfg), engine, device, seed=cfg["seed"],
                       ckpt_dir=ckpt_dir, keep_last=keep_last, every_steps=every_steps, log=log,
                       profile_dir=profile_dir, desc=role)
     log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
@@ -243,9 +241,9 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     if len(teacher_out["logits"]) != len(train_split):
         raise ValueError(f"{dataset_dir} has {len(teacher_out['logits'])} rows, the train cache {len(train_split)}")
     model = TRMVisionEncoder(encoder_config(cfg["student"]["model"], train_split.render_settings, len(labels)))
-    d = cfg["student"]["distill"]
-    objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"], d["temperature"], d["ce_weight"],
-                                      d["kl_weight"], d["sketch_weight"], cfg["student"]["train"]["label_smoothing"])
+    objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"],
+                                      DistillSettings.from_section(cfg["student"]["distill"]),
+                                      cfg["student"]["train"]["label_smoothing"])
     train_set = CacheDataset(cache_root / "train",
                              extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]})
     fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,

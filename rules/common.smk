@@ -8,6 +8,7 @@ from snakemake.utils import validate
 
 from pixelpipe.config import ConfigError, output_affecting, resolve_config
 from pixelpipe.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
+from pixelpipe.stages import metrics_files
 from pixelpipe.summary import accuracy_summary
 
 try:
@@ -55,14 +56,7 @@ def cache_inputs(splits=SPLITS):
 
 def all_metrics_files():
     """Every job's StageMeter JSON: what the report compares against the plan."""
-    files = ["results/metrics/corpus/all.json", "results/metrics/train_teacher/teacher.json",
-             "results/metrics/train_student/student.json", "results/metrics/baseline/baseline.json"]
-    files += [f"results/metrics/render/{split}.json" for split in SPLITS]
-    for split in ENCODED_SPLITS:
-        files += [f"results/metrics/encode/{split}-{i:05d}.json" for i in range(N_SHARDS[split])]
-        files.append(f"results/metrics/consolidate/{split}.json")
-    files += [f"results/metrics/{rule}/student.json" for rule in ("export_onnx", "quantize_onnx", "deploy_benchmark")]
-    return files
+    return metrics_files(N_SHARDS, ENCODED_SPLITS)
 
 
 def engine_params():

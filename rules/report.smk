@@ -58,7 +58,7 @@ rule benchmark_matrix:
         matrix=config["benchmark_matrix"],
         teacher=config["teacher"],
         render=render_params(),
-        engine=engine_params(),
+        engine=config["engine"],  # all of it: threads and loader switches change timings too
         device=config["hardware"]["device"],
     threads: 2
     resources:

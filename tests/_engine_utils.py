@@ -10,6 +10,7 @@ from torch.utils.data import Dataset
 from pixelpipe.distill import ClassificationObjective
 from pixelpipe.engine import EngineSettings, Trainer, TrainSettings
 from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+from tests._config_utils import section
 
 # The tests' models are tiny: one thread avoids spin-wait oversubscription on a shared, busy CPU.
 torch.set_num_threads(1)
@@ -17,7 +18,7 @@ torch.set_num_threads(1)
 # 16 x 32 images: one line of 4 cells of 16 x 8
 TINY = dict(channels=1, cell_height=16, cell_width=8, lines=1, line_chars=4, stem="pair", mixer_kernel=3,
             mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2, mlp_ratio=1.0, H_cycles=2, L_cycles=2,
-            num_capsules=2, num_classes=3)
+            num_capsules=2, num_classes=3, num_children=4, checksum_bits=32)
 
 
 def encoder_config(**overrides) -> EncoderConfig:
@@ -53,11 +54,12 @@ def tiny_model(seed: int = 0, **overrides) -> TRMVisionEncoder:
 def train_settings(batch_size: int = 8, epochs: float = 1.0, **kw) -> TrainSettings:
     base = dict(epochs=epochs, batch_size=batch_size, lr=3e-3, weight_decay=0.05, warmup_fraction=0.1, grad_clip=1.0,
                 label_smoothing=0.0, window_prob=0.0, window_min_chars=1)
-    return TrainSettings(**{**base, **kw})
+    return TrainSettings.from_section({**base, **kw})
 
 
 def engine_settings(**kw) -> EngineSettings:
-    return EngineSettings(**{"progress": False, **kw})
+    """The schema's engine defaults on CPU (fp32), without progress bars, with overrides."""
+    return EngineSettings.from_section(section("engine", precision="fp32", progress=False, **kw))
 
 
 def make_trainer(data: Dataset, batch_size: int = 8, epochs: float = 1.0, seed: int = 0, objective=None,

@@ -9,8 +9,9 @@ from pixelpipe.corpus import (
     DEFAULT_LOCALES, SPLITS, CorpusError, assign_splits, build_corpus, find_bad_rows, generate_default_corpus,
     load_user_corpus, planned_split_sizes,
 )  # fmt: skip
+from tests._config_utils import section
 
-DEFAULT_CFG = {"path": None, "num_samples": 190, "min_chars": 10, "max_chars": 40}
+DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40)
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 
 ROWS = [  # (text, label, split); rows 3-6 are bad
@@ -41,7 +42,7 @@ def _write_user(tmp_path, fmt):
 
 
 def _user_cfg(path, **kw):
-    return {"path": str(path), "text_column": "body", "label_column": "lang", "split_column": "part", **kw}
+    return section("corpus", **{"path": str(path), "text_column": "body", "label_column": "lang", "split_column": "part", **kw})
 
 
 def test_default_corpus_matches_plan(tmp_path):
@@ -110,7 +111,7 @@ def test_user_split_column_and_int_labels(tmp_path):
     path = tmp_path / "c.csv"
     pd.DataFrame({"text": ["a", "b", "c", "d", "e"], "label": [10, 2, 3, 2, 10],
                   "part": ["train", "train", "val", "test", "train"]}).to_csv(path, index=False)
-    cfg = {"path": str(path), "split_column": "part"}
+    cfg = section("corpus", path=str(path), split_column="part")
     assert planned_split_sizes(cfg) == {"train": 3, "val": 1, "test": 1}
     info = build_corpus(cfg, FONTS, tmp_path / "out", seed=0, log=lambda _: None)
     assert info["labels"] == ["2", "3", "10"] and info["split_sizes"] == {"train": 3, "val": 1, "test": 1}
@@ -132,7 +133,7 @@ def test_long_user_texts_are_kept(tmp_path):
     paragraph = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 4  # ~230 characters
     pd.DataFrame({"text": [paragraph] * 6 + ["short"] * 6, "label": ["a", "b"] * 6,
                   "split": ["train"] * 8 + ["val"] * 2 + ["test"] * 2}).to_csv(path, index=False)
-    info = build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "out", seed=0, log=lambda _: None)
+    info = build_corpus(section("corpus", path=str(path), split_column="split"), FONTS, tmp_path / "out", seed=0, log=lambda _: None)
     assert info["bad_rows"] == {} and info["split_sizes"] == {"train": 8, "val": 2, "test": 2}
 
 
@@ -141,13 +142,13 @@ def test_empty_split_or_one_class_fails_naming_counts_and_key(tmp_path):
     pd.DataFrame({"text": ["a", "b", "", "d"], "label": ["x", "y", "x", "y"],
                   "split": ["train", "train", "val", "test"]}).to_csv(path, index=False)
     with pytest.raises(CorpusError, match=r"split\(s\) val have no rows.*'val': 0.*empty text.*corpus.splits"):
-        build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "o1", seed=0, log=lambda _: None)
+        build_corpus(section("corpus", path=str(path), split_column="split"), FONTS, tmp_path / "o1", seed=0, log=lambda _: None)
     assert not (tmp_path / "o1" / "labels.json").exists()
     pd.DataFrame({"text": ["a", "b", "c", "d"], "label": ["x", "x", "x", "NaN"],
                   "split": ["train", "train", "val", "test"]}).to_csv(path, index=False)
     with pytest.raises(CorpusError, match=r"split\(s\) test have no rows.*missing label"):
-        build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "o2", seed=0, log=lambda _: None)
+        build_corpus(section("corpus", path=str(path), split_column="split"), FONTS, tmp_path / "o2", seed=0, log=lambda _: None)
     pd.DataFrame({"text": ["a", "b", "c"], "label": ["x", "x", "x"],
                   "split": ["train", "val", "test"]}).to_csv(path, index=False)
     with pytest.raises(CorpusError, match=r"1 class\(es\) \['x'\].*at least 2.*corpus.label_column"):
-        build_corpus({"path": str(path), "split_column": "split"}, FONTS, tmp_path / "o3", seed=0, log=lambda _: None)
+        build_corpus(section("corpus", path=str(path), split_column="split"), FONTS, tmp_path / "o3", seed=0, log=lambda _: None)

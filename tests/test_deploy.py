@@ -11,6 +11,8 @@ from pixelpipe.checkpoint import load_model
 from pixelpipe.export import ParityError, check_parity, export_and_verify
 from pixelpipe.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
 
+from tests._config_utils import section
+
 
 
 def test_default_target_builds_models_and_report(tiny_run):
@@ -88,7 +90,7 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
 
 def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):
     out = tmp_path / "student.int8.onnx"
-    settings = QuantizeSettings(calibration_samples=32, max_accuracy_drop=-1.0)  # any result is "too much"
+    settings = QuantizeSettings.from_section(section("quantize", calibration_samples=32, max_accuracy_drop=-1.0))  # any result is "too much"
     with pytest.raises(AccuracyDropError, match=r"test accuracy fp32 .* -> int8 .* \(drop .* allowed -1"):
         quantize_and_verify(tiny_run / "models/student.onnx", out, settings,
                             [tiny_run / "cache/train/shard-00000.npy"], tiny_run / "cache/test", log=lambda m: None)
@@ -97,7 +99,7 @@ def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):
 
 def test_dynamic_quantization_alternative(tiny_run, tmp_path):
     out = tmp_path / "student.dyn.onnx"
-    info = quantize_and_verify(tiny_run / "models/student.onnx", out, QuantizeSettings(method="dynamic", op_types=("MatMul", "Gemm")),
+    info = quantize_and_verify(tiny_run / "models/student.onnx", out, QuantizeSettings.from_section(section("quantize", method="dynamic", op_types=("MatMul", "Gemm"))),
                                [], tiny_run / "cache/test", log=lambda m: None)
     assert out.is_file() and info["int8_bytes"] < info["fp32_bytes"]
     assert "DynamicQuantizeLinear" in {n.op_type for n in onnx.load(str(out)).graph.node}

@@ -3,7 +3,7 @@ import math
 import torch
 from torch import nn
 
-from pixelpipe.distill import DistillationObjective, distillation_loss
+from pixelpipe.distill import DistillationObjective, DistillSettings, distillation_loss
 
 
 def _inputs(b=6, k=2, ds=4, dt=8, c=5):
@@ -20,10 +20,10 @@ def test_only_ce_when_other_weights_are_zero():
 
 def test_kl_vanishes_when_student_matches_teacher_and_scales_with_t_squared():
     s_log, s_sk, _, t_sk, y = _inputs()
-    _, logs = distillation_loss(s_log, s_sk, s_log.clone(), t_sk, y, nn.Linear(4, 8), 3.0)
+    _, logs = distillation_loss(s_log, s_sk, s_log.clone(), t_sk, y, nn.Linear(4, 8), 3.0, 1.0, 1.0, 0.5)
     assert abs(logs["kl"].item()) < 1e-6
     t_log = s_log + torch.randn_like(s_log)
-    _, l1 = distillation_loss(s_log, s_sk, t_log, t_sk, y, nn.Linear(4, 8), 1.0)
+    _, l1 = distillation_loss(s_log, s_sk, t_log, t_sk, y, nn.Linear(4, 8), 1.0, 1.0, 1.0, 0.5)
     manual = nn.functional.kl_div(s_log.log_softmax(-1), t_log.softmax(-1), reduction="batchmean")
     assert math.isclose(l1["kl"].item(), manual.item(), rel_tol=1e-5)
 
@@ -48,7 +48,7 @@ def test_objective_trains_the_adapter():
             b = images.shape[0]
             return {"logits": self.w * torch.ones(b, 5), "sketches": self.w * torch.ones(b, 2, 4)}
 
-    obj = DistillationObjective(4, 8, 2.0, 1.0, 1.0, 1.0)
+    obj = DistillationObjective(4, 8, DistillSettings(2.0, 1.0, 1.0, 1.0), 0.0)
     _, _, t_log, t_sk, y = _inputs()
     loss, _ = obj(Fake(), {"image": torch.zeros(6, 1, 2, 2), "label": y, "teacher_logits": t_log, "teacher_sketches": t_sk})
     loss.backward()

@@ -19,6 +19,8 @@ from pixelpipe import io
 from pixelpipe.checkpoint import list_checkpoints
 from pixelpipe.logs import stage_log
 
+from tests._config_utils import section
+
 
 def _flip_byte(path: Path, offset: int = -1) -> None:
     data = bytearray(path.read_bytes())
@@ -360,7 +362,7 @@ def test_int8_gate_fails_on_nan_or_an_empty_test_split(tmp_path, monkeypatch, fp
     fp32.write_bytes(b"fp32")
     out = tmp_path / "student.int8.onnx"
     with pytest.raises(quantize.AccuracyDropError) as err:
-        quantize.quantize_and_verify(fp32, out, quantize.QuantizeSettings(), [], tmp_path / "test")
+        quantize.quantize_and_verify(fp32, out, quantize.QuantizeSettings.from_section(section("quantize")), [], tmp_path / "test")
     assert ("no images" if samples == 0 else "rejected") in _one_line(err)
     assert not out.exists()
 
@@ -461,7 +463,7 @@ FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 
 
 def _corpus_cfg(path: Path, **kw) -> dict:
-    return {"path": str(path), "split_column": "split", **kw}
+    return section("corpus", **{"path": str(path), "split_column": "split", **kw})
 
 
 def _build(cfg: dict, out: Path) -> dict:

@@ -36,7 +36,7 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 def _renderer(cfg: dict) -> Renderer:
     """The renderer a model documents: its render settings and its own atlas."""
-    settings = RenderSettings(**cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     return Renderer(settings, GlyphAtlas.from_dict(cfg["atlas"], settings.fonts, settings.font_size))
 
 
@@ -236,7 +236,7 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     corpus = generate_default_corpus(3800, 60, 90, seed=0)
     train, held = corpus.iloc[:3420], corpus.iloc[3420:]
     labels = sorted(set(corpus["label"]))
-    settings = RenderSettings.from_config(cfg["render"])
+    settings = RenderSettings.from_section(cfg["render"])
     cache = tmp_path / "cache"
     for split, df in (("train", train), ("test", held)):
         render_split(df["text"].tolist(), [labels.index(l) for l in df["label"]], df["id"].tolist(), settings,
@@ -266,7 +266,7 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     onnx_path, int8_path = tmp_path / "student.onnx", tmp_path / "student.int8.onnx"
     export_and_verify(tmp_path / "student", onnx_path, np.load(cache / "test/shard-00000.npy"), 18, 1e-3, 0.001,
                       log=lambda m: None)
-    quantize_and_verify(onnx_path, int8_path, QuantizeSettings.from_config(cfg["quantize"]),
+    quantize_and_verify(onnx_path, int8_path, QuantizeSettings.from_section(cfg["quantize"]),
                         [cache / "train/shard-00000.npy"], cache / "test", log=lambda m: None)
     from faker import Faker
     from pixelpipe.corpus import DEFAULT_LOCALES

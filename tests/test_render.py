@@ -16,7 +16,7 @@ FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 
 def settings(**kw) -> RenderSettings:
     base = dict(fonts=FONTS, font_size=12, cell_height=16, cell_width=8, line_chars=12, lines=1, channels=1)
-    return RenderSettings(**{**base, **kw})
+    return RenderSettings.from_section({**base, **kw})
 
 
 def cell(renderer: Renderer, image: np.ndarray, k: int, line: int = 0) -> np.ndarray:

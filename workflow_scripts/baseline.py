@@ -4,12 +4,11 @@ import torch
 
 from pixelpipe.baseline import train_baseline
 from pixelpipe.io import read_json, write_json
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.baseline
-with stage_log(sm.log[0]) as log, StageMeter("baseline", sm.output.metrics, [sm.output.json]) as meter:
+with stage(sm) as (log, meter):
     torch.set_num_threads(sm.threads)
     frames = {split: pd.read_parquet(sm.input[split]) for split in ("train", "val", "test")}
     result = train_baseline({s: f["text"].tolist() for s, f in frames.items()},

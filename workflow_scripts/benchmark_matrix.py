@@ -1,7 +1,10 @@
 # Snakemake adapter: measure the teacher training step under the optimization matrix.
 from pixelpipe.bench import write_benchmark
-from pixelpipe.logs import stage_log
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log:
-    write_benchmark(sm.config, sm.output.json, sm.output.md, sm.output.png, threads=sm.threads, log=log)
+with stage(sm) as (log, _):
+    p = sm.params  # exactly what the matrix reads; any of it changes the measurement
+    cfg = {"benchmark_matrix": p.matrix, "teacher": p.teacher, "render": p.render, "engine": p.engine,
+           "hardware": {"device": p.device}}
+    write_benchmark(cfg, sm.output.json, sm.output.md, sm.output.png, threads=sm.threads, log=log)

@@ -2,11 +2,10 @@
 from pathlib import Path
 
 from pixelpipe.consolidate import consolidate
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("consolidate", sm.output.metrics, [*sm.output.arrays, sm.output.manifest]) as meter:
+with stage(sm) as (log, meter):
     manifest = consolidate(list(sm.input.shards), Path(sm.output.manifest).parent,
                            fields=["sketches", "children", "checksums", "logits", "labels"])
     log(f"consolidated {manifest['count']} rows from {len(sm.input.shards)} shards")

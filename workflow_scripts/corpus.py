@@ -2,10 +2,9 @@
 from pathlib import Path
 
 from pixelpipe.corpus import build_corpus
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("corpus", sm.output.metrics, [sm.output.train, sm.output.val, sm.output.test, sm.output.labels]) as meter:
+with stage(sm) as (log, meter):
     info = build_corpus(sm.params.corpus, sm.params.fonts, Path(sm.output.labels).parent, seed=sm.params.seed, log=log)
     meter.record(samples=int(sum(info["split_sizes"].values())), bad_rows=info.get("bad_rows", {}))

@@ -2,13 +2,12 @@
 from pathlib import Path
 
 from pixelpipe.deploy_bench import benchmark, write_reports
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
 from pixelpipe.onnxmodel import verify_onnx
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.deploy_benchmark
-with stage_log(sm.log[0]) as log, StageMeter("deploy_benchmark", sm.output.metrics, [sm.output.json, sm.output.md]) as meter:
+with stage(sm) as (log, meter):
     verify_onnx(sm.input.onnx, sm.input.export_metrics, "export_onnx")
     verify_onnx(sm.input.int8, sm.input.quantize_metrics, "quantize_onnx")
     report = benchmark(Path(sm.input.student[0]).parent, sm.input.onnx, sm.input.int8, Path(sm.input.test[0]).parent,

@@ -5,12 +5,11 @@ from pixelpipe.cache import CacheSplit
 from pixelpipe.encode import encode_shard
 from pixelpipe.engine import EngineSettings, configure_backends
 from pixelpipe.hardware import detect_device
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
+from pixelpipe.scripts import stage
 from pixelpipe.train import load_teacher
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("encode", sm.output.metrics, [sm.output.encoded]) as meter:
+with stage(sm) as (log, meter):
     info = detect_device(sm.params.device)
     engine = EngineSettings.from_config(sm.config["engine"], info)
     configure_backends(engine, sm.threads)

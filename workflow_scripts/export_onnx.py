@@ -6,13 +6,12 @@ import numpy as np
 
 from pixelpipe.export import export_and_verify
 from pixelpipe.io import sha256_file
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
 from pixelpipe.render import verify_shards
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.export
-with stage_log(sm.log[0]) as log, StageMeter("export_onnx", sm.output.metrics, [sm.output.onnx]) as meter:
+with stage(sm) as (log, meter):
     verify_shards(Path(sm.input.val_manifest).parent, [Path(sm.input.val_shard).name])
     val = np.load(sm.input.val_shard)
     report = export_and_verify(Path(sm.input.model).parent, sm.output.onnx, val, opset=cfg["opset"],

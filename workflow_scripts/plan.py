@@ -1,10 +1,10 @@
 # Snakemake adapter: predict every stage's memory, disk and time once, for the reports.
 from pixelpipe.io import write_json
-from pixelpipe.logs import stage_log
 from pixelpipe.plan import plan_workflow
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log:
+with stage(sm) as (log, _):
     plan = plan_workflow(sm.params.config)
     write_json(sm.output[0], plan)
     log(f"planned {len(plan['stages'])} jobs; disk peak {plan['disk_peak_bytes']:,} bytes")

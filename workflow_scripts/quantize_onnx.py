@@ -2,15 +2,14 @@
 from pathlib import Path
 
 from pixelpipe.io import sha256_file
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
 from pixelpipe.onnxmodel import verify_onnx
 from pixelpipe.quantize import QuantizeSettings, quantize_and_verify
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("quantize_onnx", sm.output.metrics, [sm.output.onnx]) as meter:
+with stage(sm) as (log, meter):
     verify_onnx(sm.input.onnx, sm.input.export_metrics, "export_onnx")
-    settings = QuantizeSettings.from_config(sm.params.quantize)
+    settings = QuantizeSettings.from_section(sm.params.quantize)
     info = quantize_and_verify(sm.input.onnx, sm.output.onnx, settings, list(sm.input.calibration),
                                Path(sm.input.test[0]).parent, threads=sm.threads, log=log)
     meter.record(samples=info.get("calibration_samples_used", 0), **info, onnx_sha256=sha256_file(sm.output.onnx))

@@ -3,15 +3,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter
 from pixelpipe.render import RenderSettings, render_split
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log, StageMeter("render", sm.output.metrics, [*sm.output.shards, sm.output.manifest]) as meter:
+with stage(sm) as (log, meter):
     df = pd.read_parquet(sm.input.corpus)
     manifest = render_split(df["text"].tolist(), df["label"].tolist(), df["id"].tolist(),
-                            RenderSettings.from_config(sm.params.render), [Path(p) for p in sm.output.shards],
+                            RenderSettings.from_section(sm.params.render), [Path(p) for p in sm.output.shards],
                             Path(sm.output.manifest), shard_size=sm.params.shard_size, desc=f"render {sm.params.split}",
                             log=log)
     log(f"rendered {manifest['count']} images into {len(sm.output.shards)} shards at {manifest['images_per_s']:,.0f} "

@@ -2,11 +2,11 @@
 from pathlib import Path
 
 from pixelpipe.io import read_json
-from pixelpipe.logs import stage_log
 from pixelpipe.report import write_reports
+from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
-with stage_log(sm.log[0]) as log:
+with stage(sm) as (log, _):
     out = write_reports(Path(sm.input.teacher_csv).parents[1], read_json(sm.input.plan), Path(sm.output.summary).parent, root=".",
                         tolerance=sm.params.report["tolerance_pct"])
     log(f"report: {len(out['rows'])} stages compared; see {sm.output.summary}")
