@@ -50,7 +50,7 @@ def main() -> None:
     root = Path(args.data)
     cfg = load_config(Path(args.repo) / "config.yaml", {"corpus": {"num_samples": 9500}})
     if not (root / "done").exists():
-        s = RenderSettings.from_section(cfg["render"])
+        s = RenderSettings.from_config(cfg["render"], seed=0)
         build_corpus(cfg["corpus"], s, root / "corpus", seed=0, log=lambda m: None)
         for split in ("train", "test"):
             df = pd.read_parquet(root / "corpus" / f"{split}.parquet")
