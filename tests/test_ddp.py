@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +21,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from pixelpipe.config import ConfigError, resolve_config
+from pixelpipe.checkpoint import load_model
+from pixelpipe.config import ConfigError, load_config, resolve_config
 from pixelpipe.engine import StepBatchSampler
+from pixelpipe.train import train_teacher
 from pixelpipe.windows import random_windows
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state
-from tests.workflow_utils import REPO
+from tests.workflow_utils import REPO, TINY, snakemake
 
 LOSS_RTOL, PARAM_ATOL = 1e-5, 1e-3
 TOY = {"n": 64, "batch": 8, "epochs": 2, "accum": 2, "train": {"window_prob": 1.0, "window_min_chars": 1}}
@@ -122,3 +125,26 @@ def test_ddp_resume_is_exact(tmp_path):
     assert all(torch.equal(full[0]["params"][k], resumed[0]["params"][k]) for k in full[0]["params"])
     assert resumed[0]["loss_curve"] == full[0]["loss_curve"]  # the curve travels in the checkpoint
 
+
+@pytest.mark.slow
+def test_tiny_config_trains_teacher_and_student_in_two_processes(tiny_workdir, tmp_path):
+    """The rules under torchrun (engine.ddp_processes: 2): teacher and student train, the teacher as one process does."""
+    workdir = Path(shutil.copytree(tiny_workdir, tmp_path / "copy", symlinks=True))
+    shutil.rmtree(workdir / "results/teacher/checkpoints")  # else the finished run's last checkpoint is resumed
+    overrides = {"engine": {"ddp_processes": 2, "loss_every_steps": 1}}
+    snakemake(workdir, "train", "--forcerun", "train_teacher", overrides=overrides)
+    metrics = {role: json.loads((workdir / f"results/metrics/train_{role}/{role}.json").read_text())
+               for role in ("teacher", "student")}
+    for role, m in metrics.items():
+        assert m["resolved"]["ddp"]["processes"] == 2 and m["resolved"]["ddp"]["ranks_identical"], role
+        assert len(m["loss_curve"]) == 9, role  # 304 samples / 32 = 9 steps, a reading after each
+        assert "torch.distributed.run --standalone --nproc_per_node=2" in (
+            workdir / f"logs/train_{role}/{role}.log").read_text()
+    assert sorted(p.name for p in (workdir / "results/checkpoints").glob("step-*.json")) == ["step-8.json",
+                                                                                          "step-9.json"]
+    cfg = load_config(TINY, overrides)
+    single, _ = train_teacher(cfg, workdir / "results/cache", workdir / "results/corpus/labels.json",
+                              tmp_path / "single", threads=2, log=lambda m: None)
+    assert_close_losses(metrics["teacher"]["loss_curve"], single.loss_curve)
+    ddp_model, single_model = (load_model(d)[0] for d in (workdir / "results/teacher", tmp_path / "single"))
+    assert_close_params(state(ddp_model), state(single_model))
