@@ -182,6 +182,17 @@ class StepBatchSampler(Sampler[list[int]]):
         return (self.total_steps - self.start_step) * (self.batch_size // self.micro)
 
 
+def split_batch(batch_size: int, accum: int, world: int, desc: str) -> int:
+    """The global micro-batch (batch / accumulation steps), checked to split evenly over the ranks."""
+    if batch_size % accum:
+        raise ValueError(f"{desc}: batch_size {batch_size} is not divisible by grad_accum_steps {accum}")
+    micro = batch_size // accum
+    if micro % world:
+        raise ValueError(f"{desc}: the micro-batch {micro} (batch_size / engine.grad_accum_steps) does not "
+                         f"split over {world} processes (engine.ddp_processes)")
+    return micro
+
+
 def is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
 
@@ -326,14 +337,8 @@ class Trainer:
         self.keep_last, self.every_steps = keep_last, every_steps
         self.log, self.desc = log, desc
         self.profile_dir = Path(profile_dir) if profile_dir else None
-        if train.batch_size % engine.grad_accum_steps:
-            raise ValueError(f"{desc}: batch_size {train.batch_size} is not divisible by "
-                             f"grad_accum_steps {engine.grad_accum_steps}")
         self.accum = engine.grad_accum_steps
-        self.micro = train.batch_size // self.accum
-        if self.micro % self.dist.world:
-            raise ValueError(f"{desc}: the micro-batch {self.micro} (batch_size / engine.grad_accum_steps) does not "
-                             f"split over {self.dist.world} processes (engine.ddp_processes)")
+        self.micro = split_batch(train.batch_size, self.accum, self.dist.world, desc)
         self.oom_fallbacks = 0
 
         model.activation_checkpointing = engine.activation_checkpointing
@@ -461,7 +466,7 @@ class Trainer:
         if self.dist.enabled:
             # The other ranks wait in the gradient all-reduce of a step this rank abandoned: no fallback here.
             raise RuntimeError(f"{self.desc}: out of memory in one of {self.dist.world} DDP processes; raise "
-                               "engine.grad_accum_steps or lower train.batch_size (the fallback is single-process only)")
+                               "engine.grad_accum_steps or lower train.batch_size (no fallback under DDP)")
         if self.micro <= 1:
             raise RuntimeError(f"{self.desc}: out of memory at micro-batch 1, which cannot be halved")
         self.optimizer.zero_grad(set_to_none=True)
@@ -528,7 +533,8 @@ class Trainer:
             if self.step % self.engine.loss_every_steps == 0 or in_epoch == 0 or self.step == self.total_steps:
                 step_loss = self._read_loss(losses)
                 loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
-                bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{samples / max(1e-9, time.perf_counter() - t0):.0f}")
+                rate = samples / max(1e-9, time.perf_counter() - t0)
+                bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{rate:.0f}")
             bar.update(1)
             if profiler is not None:
                 profiler.step()

@@ -128,7 +128,7 @@ def test_ddp_resume_is_exact(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_config_trains_teacher_and_student_in_two_processes(tiny_workdir, tmp_path):
-    """The rules under torchrun (engine.ddp_processes: 2): teacher and student train, the teacher as one process does."""
+    """The rules under torchrun (engine.ddp_processes: 2): both stages train, the teacher as one process does."""
     workdir = Path(shutil.copytree(tiny_workdir, tmp_path / "copy", symlinks=True))
     shutil.rmtree(workdir / "results/teacher/checkpoints")  # else the finished run's last checkpoint is resumed
     overrides = {"engine": {"ddp_processes": 2, "loss_every_steps": 1}}
