@@ -53,8 +53,8 @@ def local_cluster(state_dir: Path) -> Iterator[dict[str, str]]:
 
 
 def job_history(env: dict[str, str]) -> list[dict[str, str]]:
-    """Every job slurmctld still remembers (MinJobAge): id, name, state and comment (the plugin's rule tag)."""
-    out = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%j|%T|%k"], capture_output=True,
+    """Every job slurmctld still remembers (MinJobAge): raw id (one per array task), name, state, comment (rule tag)."""
+    out = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%A|%j|%T|%k"], capture_output=True,
                          text=True, check=True, env={**os.environ, **env}).stdout
     keys = ("id", "name", "state", "comment")
     return [dict(zip(keys, line.split("|", 3))) for line in out.splitlines() if line.strip()]
