@@ -21,8 +21,10 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rules" / "config.schema.
 
 
 # Engine switches that cannot change what a run computes: left out of Snakemake params and run fingerprints.
+# ddp_processes: the processes together see the samples, windows and steps of one process (only float
+# summation order differs, as with threads), so a checkpoint resumes at any process count.
 ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory", "persistent_workers",
-                       "prefetch_factor")
+                       "prefetch_factor", "ddp_processes", "loss_every_steps")
 
 
 def output_affecting(engine_cfg: dict) -> dict:
@@ -91,9 +93,10 @@ def _check_consistency(cfg: dict) -> None:
         if m["dim"] % m["heads"]:
             problems.append(f"{role}.model.dim ({m['dim']}) must be divisible by {role}.model.heads ({m['heads']})")
         bs = cfg[role]["train"]["batch_size"]
-        acc = cfg["engine"]["grad_accum_steps"]
-        if bs != "auto" and bs % acc:
-            problems.append(f"{role}.train.batch_size ({bs}) must be divisible by engine.grad_accum_steps ({acc})")
+        acc, procs = cfg["engine"]["grad_accum_steps"], cfg["engine"]["ddp_processes"]
+        if bs != "auto" and bs % (acc * procs):
+            problems.append(f"{role}.train.batch_size ({bs}) must be divisible by engine.grad_accum_steps ({acc}) "
+                            f"x engine.ddp_processes ({procs})")
     if cfg["student"]["model"]["num_capsules"] != cfg["teacher"]["model"]["num_capsules"]:
         problems.append("student.model.num_capsules must equal teacher.model.num_capsules (sketches are aligned per capsule)")
     if "train" not in cfg["encode"]["splits"]:

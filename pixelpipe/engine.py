@@ -4,12 +4,14 @@ One loop you can read top to bottom: mixed precision, torch.compile, gradient
 accumulation, activation checkpointing, channels_last, TF32, a tuned
 DataLoader, on-device augmentation, out-of-memory fallback, checkpoint
 rotation and exact resume, an optional profiler, per-component timing and a
-progress bar. What is trained is decided by an `Objective`: a module that
-turns (model, batch) into a loss.
+progress bar, and data parallelism over torchrun's processes (DDP). What is
+trained is decided by an `Objective`: a module that turns (model, batch) into
+a loss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -20,10 +22,12 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
+from . import distributed
+from .distributed import Dist
 from .augment import augment_batch
 from .windows import random_windows
 from .hardware import DeviceInfo, resolve_precision
@@ -62,6 +66,8 @@ class EngineSettings(Section):
     profiler: bool
     progress: bool
     threads: int
+    ddp_processes: int
+    loss_every_steps: int
 
     @classmethod
     def from_config(cls, engine_cfg: dict, info: DeviceInfo) -> "EngineSettings":
@@ -98,6 +104,7 @@ class TrainResult:
     steps: int = 0
     samples: int = 0
     wall_s: float = 0.0
+    loss_curve: list[list[float]] = field(default_factory=list)  # [step, global mean loss] readings
 
 
 class Objective(nn.Module):
@@ -105,6 +112,31 @@ class Objective(nn.Module):
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         raise NotImplementedError
+
+
+class ObjectiveStep(nn.Module):
+    """Model and objective as one module, so DDP also synchronizes the objective's parameters (the adapter)."""
+
+    def __init__(self, model: nn.Module, objective: Objective):
+        super().__init__()
+        self.model, self.objective = model, objective
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        return self.objective(self.model, batch)
+
+
+def wrap_ddp(module: nn.Module, device: torch.device, d: Dist) -> nn.Module:
+    """DistributedDataParallel over `module` when there are several processes, else `module` itself.
+
+    The encoder's children projection feeds no training loss (children are encoded, never trained on),
+    so DDP must expect parameters without gradients (find_unused_parameters: one graph walk per step).
+    """
+    if not d.enabled:
+        return module
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=ids, find_unused_parameters=True)
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
@@ -124,20 +156,30 @@ class StepBatchSampler(Sampler[list[int]]):
     fallback halved, sees exactly the samples an uninterrupted run sees.
     `set_position` (then `iter(loader)` again) moves it; with persistent
     workers the loader re-reads the sampler without restarting them.
+
+    With `world` processes (DDP) this is DistributedSampler's contract without
+    its padding: rank r takes the r-th of `world` equal slices of every global
+    micro-batch, so the ranks together see exactly the samples one process
+    sees, the global batch stays `batch_size`, and the order is still a
+    function of (seed, epoch) only, which keeps resume exact at any world size.
     """
 
-    def __init__(self, n: int, batch_size: int, steps_per_epoch: int, total_steps: int, seed: int):
+    def __init__(self, n: int, batch_size: int, steps_per_epoch: int, total_steps: int, seed: int,
+                 rank: int = 0, world: int = 1):
         self.n, self.batch_size, self.steps_per_epoch = n, batch_size, steps_per_epoch
-        self.total_steps, self.seed = total_steps, seed
+        self.total_steps, self.seed, self.rank, self.world = total_steps, seed, rank, world
         self.start_step, self.micro = 0, batch_size
 
     def set_position(self, step: int, micro_batch: int) -> None:
         if self.batch_size % micro_batch:
             raise ValueError(f"micro-batch {micro_batch} does not divide the batch {self.batch_size}")
+        if micro_batch % self.world:
+            raise ValueError(f"micro-batch {micro_batch} does not split over {self.world} processes")
         self.start_step, self.micro = step, micro_batch
 
     def __iter__(self) -> Iterator[list[int]]:
         step, micro, accum = self.start_step, self.micro, self.batch_size // self.micro
+        share = micro // self.world
         while step < self.total_steps:
             epoch, in_epoch = divmod(step, self.steps_per_epoch)
             order = epoch_order(self.n, self.seed, epoch)
@@ -146,11 +188,23 @@ class StepBatchSampler(Sampler[list[int]]):
                     return
                 base = s * self.batch_size
                 for m in range(accum):
-                    yield order[base + m * micro : base + (m + 1) * micro]
+                    start = base + m * micro + self.rank * share
+                    yield order[start : start + share]
                 step += 1
 
     def __len__(self) -> int:
         return (self.total_steps - self.start_step) * (self.batch_size // self.micro)
+
+
+def split_batch(batch_size: int, accum: int, world: int, desc: str) -> int:
+    """The global micro-batch (batch / accumulation steps), checked to split evenly over the ranks."""
+    if batch_size % accum:
+        raise ValueError(f"{desc}: batch_size {batch_size} is not divisible by grad_accum_steps {accum}")
+    micro = batch_size // accum
+    if micro % world:
+        raise ValueError(f"{desc}: the micro-batch {micro} (batch_size / engine.grad_accum_steps) does not "
+                         f"split over {world} processes (engine.ddp_processes)")
+    return micro
 
 
 def is_oom(err: BaseException) -> bool:
@@ -266,11 +320,16 @@ def evaluate(
     precision: str = "fp32",
     batch_size: int = 256,
     num_workers: int = 0,
+    dist: Dist | None = None,
 ) -> dict[str, float]:
-    """Accuracy and cross-entropy of `model` on `dataset` (the batch is halved on out-of-memory)."""
+    """Accuracy and cross-entropy of `model` on `dataset`: split over the ranks when there are several, the
+    batch halved on out-of-memory (each rank retries alone; the only collective comes after)."""
     model.eval()
+    d = dist or Dist()
+    if d.enabled:
+        dataset = Subset(dataset, range(d.rank, len(dataset), d.world))
 
-    def run(bs: int) -> dict[str, float]:
+    def run(bs: int) -> tuple[int, float, int]:
         loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers)
         correct, loss_sum, n = 0, 0.0, 0
         for batch in loader:
@@ -280,13 +339,19 @@ def evaluate(
             loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
             correct += (logits.argmax(-1) == labels).sum().item()
             n += labels.numel()
-        return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
+        return correct, loss_sum, n
 
-    return halve_on_oom(run, batch_size, "evaluate")
+    correct, loss_sum, n = distributed.sum_across(list(halve_on_oom(run, batch_size, "evaluate")), d, device)
+    n = int(n)
+    return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
 
 
 class Trainer:
-    """Runs `objective` over `train_set` with the engine's switches; resumable from `ckpt_dir`."""
+    """Runs `objective` over `train_set` with the engine's switches; resumable from `ckpt_dir`.
+
+    Under torchrun every rank builds the same Trainer; `dist` (default: the process group's view)
+    splits each batch over the ranks, and rank 0 alone writes checkpoints and logs.
+    """
 
     def __init__(
         self,
@@ -304,7 +369,9 @@ class Trainer:
         log: Callable[[str], None] = print,
         profile_dir: str | Path | None = None,
         desc: str = "train",
+        dist: Dist | None = None,
     ):
+        self.dist = dist or distributed.current()
         self.model, self.objective = model.to(device), objective.to(device)
         self.train_set, self.val_set = train_set, val_set
         self.train, self.engine, self.device, self.seed = train, engine, device, seed
@@ -312,11 +379,8 @@ class Trainer:
         self.keep_last, self.every_steps = keep_last, every_steps
         self.log, self.desc = log, desc
         self.profile_dir = Path(profile_dir) if profile_dir else None
-        if train.batch_size % engine.grad_accum_steps:
-            raise ValueError(f"{desc}: batch_size {train.batch_size} is not divisible by "
-                             f"grad_accum_steps {engine.grad_accum_steps}")
         self.accum = engine.grad_accum_steps
-        self.micro = train.batch_size // self.accum
+        self.micro = split_batch(train.batch_size, self.accum, self.dist.world, desc)
         self.oom_fallbacks = 0
 
         model.activation_checkpointing = engine.activation_checkpointing
@@ -324,6 +388,7 @@ class Trainer:
         if engine.channels_last:
             model.to(memory_format=torch.channels_last)
         self.forward_model, self.compile_mode = compile_model(model, engine.compile, self.accum, log)
+        self.step_module = wrap_ddp(ObjectiveStep(self.forward_model, objective), device, self.dist)
         self.optimizer = torch.optim.AdamW(
             param_groups([model, objective], train.weight_decay), lr=train.lr, betas=(0.9, 0.95),
             fused=device.type == "cuda",
@@ -337,9 +402,12 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(self.total_steps, warmup))
         self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")
         self.timer = ComponentTimer(device)
-        self.sampler = StepBatchSampler(n, train.batch_size, self.steps_per_epoch, self.total_steps, seed)
+        self.sampler = StepBatchSampler(n, train.batch_size, self.steps_per_epoch, self.total_steps, seed,
+                                        self.dist.rank, self.dist.world)
         self.loader: DataLoader | None = None
         self.history: list[dict] = []
+        self.loss_curve: list[list[float]] = []
+        self.ranks_identical: bool | None = None
         self.step = 0
         self.resumed_from: int | None = None
         # consecutive non-finite steps now and at most so far, counted on the device (no sync per step)
@@ -357,7 +425,8 @@ class Trainer:
         scaler skipped MAX_SKIPPED_STEPS steps in a row: a skipped step changes no weight.
         """
         limit = MAX_SKIPPED_STEPS if self.scaler.is_enabled() else 1
-        if int(self._bad_longest.item()) >= limit:
+        # every rank decides alike (a collective under DDP), so none is left waiting in the next one
+        if distributed.max_across(int(self._bad_longest.item()), self.dist, self.device) >= limit:
             raise NonFiniteLossError(f"{self.desc}: the loss is not finite (NaN or inf) at or before step {self.step}; "
                                      f"nothing was saved from this step on. Lower {self.desc}.train.lr (now "
                                      f"{self.train.lr:g}) or check the data")
@@ -375,7 +444,7 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Everything a resumed run needs to continue bit-identically; the data position is `step`."""
         self.check_finite(saving=True)
-        if not self.ckpt_dir:
+        if not self.ckpt_dir or not self.dist.main:
             return
         meta = {
             "scheduler": self.scheduler.state_dict(),
@@ -387,6 +456,7 @@ class Trainer:
             "step_in_epoch": self.step % self.steps_per_epoch,
             "oom_fallbacks": self.oom_fallbacks,
             "history": self.history,
+            "loss_curve": self.loss_curve,
         }
         ckpt.save_training_state(self.ckpt_dir, self.step, self._modules(), self.optimizer, meta)
         ckpt.rotate_checkpoints(self.ckpt_dir, self.keep_last)
@@ -406,29 +476,36 @@ class Trainer:
         self.micro, self.accum = meta["micro_batch"], meta["accum"]
         self.oom_fallbacks = meta.get("oom_fallbacks", 0)
         self.history = meta.get("history", [])
+        self.loss_curve = meta.get("loss_curve", [])
         self.step = self.resumed_from = step
         self.log(f"{self.desc}: resumed from {path.name} (step {step}/{self.total_steps})")
         return True
 
     # ---- one optimizer step ------------------------------------------------------------------
-    def _micro_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def _micro_step(self, batch: dict[str, torch.Tensor], sync: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+        """Forward and backward of one micro-batch; under DDP gradients are all-reduced only when `sync`."""
         t = self.timer
         t.start("h2d_augment")
         batch = to_device(batch, self.device, self.engine.channels_last)
         if self.train.window_prob > 0:
             gen = torch.Generator(device=self.device).manual_seed(self.seed * 999_983 + self.step * 131 + t.micro_index)
             c = self.model.cfg
+            # This rank's rows of the draws for the whole micro-batch: the same windows as one process.
+            rows = (self.dist.rank * batch["image"].shape[0], self.micro)
             batch["image"] = random_windows(
                 batch["image"], batch["length"], (c.cell_height, c.cell_width, c.lines, c.line_chars), gen,
-                self.train.window_prob, self.train.window_min_chars)
+                self.train.window_prob, self.train.window_min_chars, rows=rows)
         if self.engine.augment:
-            gen = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + self.step * 131 + t.micro_index)
-            batch["image"] = augment_batch(batch["image"], gen)
-        t.start("forward")
-        with autocast_context(self.device, self.engine.precision):
-            loss, logs = self.objective(self.forward_model, batch)
-        t.start("backward")
-        self.scaler.scale(loss / self.accum).backward()
+            # Per rank (a noise tensor for the whole micro-batch on every rank would cost world x the memory).
+            seed = self.seed * 1_000_003 + self.step * 131 + t.micro_index + 7919 * self.dist.rank
+            batch["image"] = augment_batch(batch["image"], torch.Generator(device=self.device).manual_seed(seed))
+        no_sync = self.step_module.no_sync if self.dist.enabled and not sync else contextlib.nullcontext
+        with no_sync():
+            t.start("forward")
+            with autocast_context(self.device, self.engine.precision):
+                loss, logs = self.step_module(batch)
+            t.start("backward")  # under DDP: with the gradient all-reduce it overlaps
+            self.scaler.scale(loss / self.accum).backward()
         t.stop()
         return loss.detach(), logs
 
@@ -454,6 +531,10 @@ class Trainer:
         The step is redone from its first micro-batch; nothing was applied yet.
         """
         self.timer.stop()
+        if self.dist.enabled:
+            # The other ranks wait in the gradient all-reduce of a step this rank abandoned: no fallback here.
+            raise RuntimeError(f"{self.desc}: out of memory in one of {self.dist.world} DDP processes; raise "
+                               "engine.grad_accum_steps or lower train.batch_size (no fallback under DDP)")
         if self.micro <= 1:
             raise RuntimeError(f"{self.desc}: out of memory at micro-batch 1, which cannot be halved")
         self.optimizer.zero_grad(set_to_none=True)
@@ -479,18 +560,33 @@ class Trainer:
         return self._batches()
 
     def train_step(self, batches: Iterator[dict]) -> list[torch.Tensor]:
-        """One optimizer step: `accum` micro-batches from `batches` (forward, backward), then the update.
-
-        The public seam for measuring the real step (the benchmark matrix); returns the micro-batch losses.
-        """
+        """One optimizer step: `accum` micro-batches from `batches` (forward, backward; under DDP the gradients
+        are all-reduced on the last one), then the update. The public seam for measuring the real step (the
+        benchmark matrix); returns the micro-batch losses, still on the device."""
         losses = []
         for micro_index in range(self.accum):
             self.timer.start("data_wait")
             self.timer.micro_index = micro_index
-            loss, _ = self._micro_step(next(batches))
+            loss, _ = self._micro_step(next(batches), sync=micro_index == self.accum - 1)
             losses.append(loss)
         self._optimizer_step()
+        self._track_finite(losses)
         return losses
+
+    def _try_train_step(self, batches: Iterator[dict]) -> list[torch.Tensor] | None:
+        """`train_step`, or None after an out-of-memory error (fit recovers outside the except block)."""
+        try:
+            return self.train_step(batches)
+        except (RuntimeError, MemoryError) as err:
+            if not is_oom(err):
+                raise
+        return None
+
+    def _read_loss(self, losses: list[torch.Tensor]) -> float:
+        """The step's loss over all ranks (a device sync: only every engine.loss_every_steps)."""
+        step_loss = distributed.mean_across(torch.stack(losses).float().mean(), self.dist).item()
+        self.loss_curve.append([self.step, step_loss])
+        return step_loss
 
     # ---- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
@@ -498,41 +594,26 @@ class Trainer:
         t0 = time.perf_counter()
         samples = 0
         bar = tqdm(total=self.total_steps, initial=self.step, desc=self.desc, unit="step",
-                   disable=not self.engine.progress, mininterval=1.0, dynamic_ncols=True)
+                   disable=not (self.engine.progress and self.dist.main), mininterval=1.0, dynamic_ncols=True)
         profiler = self._profiler()
         loss_ema = None
         batches = self._batches()
         self.model.train()
         while self.step < self.total_steps:
-            oom = False
-            try:
-                losses = []
-                for micro_index in range(self.accum):
-                    self.timer.start("data_wait")
-                    self.timer.micro_index = micro_index
-                    batch = next(batches)
-                    loss, _ = self._micro_step(batch)
-                    losses.append(loss)
-                self._optimizer_step()
-                self._track_finite(losses)
-            except (RuntimeError, MemoryError) as err:
-                if not is_oom(err):
-                    raise
-                oom = True
-            if oom:
-                losses = batch = loss = None
+            losses = self._try_train_step(batches)
+            if losses is None:
                 self._on_oom()
                 batches = self._batches()
                 continue
             self.step += 1
             samples += self.micro * self.accum
             in_epoch = self.step % self.steps_per_epoch
-            if self.step % 10 == 0 or in_epoch == 0 or self.step == self.total_steps:
+            if self.step % self.engine.loss_every_steps == 0 or in_epoch == 0 or self.step == self.total_steps:
+                step_loss = self._read_loss(losses)  # the mean over the ranks: NaN on one rank reaches all
                 self.check_finite()
-                step_loss = torch.stack(losses).float().mean().item()
                 loss_ema = step_loss if loss_ema is None else 0.8 * loss_ema + 0.2 * step_loss
-                elapsed = max(1e-9, time.perf_counter() - t0)
-                bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{samples / elapsed:.0f}")
+                rate = samples / max(1e-9, time.perf_counter() - t0)
+                bar.set_postfix(loss=f"{loss_ema:.3f}", samples_s=f"{rate:.0f}")
             bar.update(1)
             if profiler is not None:
                 profiler.step()
@@ -542,23 +623,23 @@ class Trainer:
                 self._end_epoch((self.step - 1) // self.steps_per_epoch, loss_ema, samples, t0)
                 self.model.train()
         bar.close()
+        return self._finish(profiler, samples, time.perf_counter() - t0)
+
+    def _finish(self, profiler, samples: int, wall: float) -> TrainResult:
         if profiler is not None:
             profiler.stop()
-        wall = time.perf_counter() - t0
         components = self.timer.summary()
         if profiler is not None:
             from .profiling import write_component_table
 
             write_component_table(self.profile_dir, components)
         self.save_checkpoint()
-        return TrainResult(
-            history=self.history,
-            resolved=self.resolved(),
-            components=components,
-            steps=self.total_steps,
-            samples=samples,
-            wall_s=wall,
-        )
+        self.ranks_identical = distributed.ranks_identical([self.model, self.objective], self.dist)
+        if not self.ranks_identical:
+            self.log(f"WARNING: {self.desc}: the {self.dist.world} processes ended with different parameters; "
+                     "rank 0's are saved")
+        return TrainResult(history=self.history, resolved=self.resolved(), components=components,
+                           steps=self.total_steps, samples=samples, wall_s=wall, loss_curve=self.loss_curve)
 
     def resolved(self) -> dict:
         """Every switch as actually used (after precision resolution, compile fallback, OOM fallbacks)."""
@@ -567,7 +648,10 @@ class Trainer:
                 "grad_accum_steps": self.accum, "oom_fallbacks": self.oom_fallbacks,
                 "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
                 "resumed_from_step": self.resumed_from, "device": str(self.device),
-                "grad_scaler": self.scaler.is_enabled()}
+                "grad_scaler": self.scaler.is_enabled(),
+                "ddp": {"processes": self.dist.world, "backend": self.dist.backend,
+                        "micro_batch_per_process": self.micro // self.dist.world,
+                        "ranks_identical": self.ranks_identical}}
 
     def _end_epoch(self, epoch: int, loss_ema: float | None, samples: int, t0: float) -> None:
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": loss_ema,
@@ -575,14 +659,15 @@ class Trainer:
                                "samples_per_s": samples / max(1e-9, time.perf_counter() - t0),
                                "elapsed_s": time.perf_counter() - t0, "samples_seen": samples}
         if self.val_set is not None and len(self.val_set):
-            ev = evaluate(self.model, self.val_set, self.device, self.engine.precision, max(64, self.micro))
+            ev = evaluate(self.model, self.val_set, self.device, self.engine.precision, max(64, self.micro),
+                          dist=self.dist)
             row.update(val_loss=ev["loss"], val_accuracy=ev["accuracy"])
         self.history.append(row)
         msg = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
         self.log(f"{self.desc}: {msg}")
 
     def _profiler(self):
-        if not (self.engine.profiler and self.profile_dir):
+        if not (self.engine.profiler and self.profile_dir and self.dist.main):
             return None
         from .profiling import start_profiler
 

@@ -146,10 +146,10 @@ class StageMeter:
         if "samples" in m and wall > 0:
             m.setdefault("samples_per_s", m["samples"] / wall)
         cuda = _cuda()
-        if cuda is not None:
-            m["peak_gpu_allocated_bytes"] = cuda.max_memory_allocated()
-            m["peak_gpu_reserved_bytes"] = cuda.max_memory_reserved()
-            m["gpu"] = cuda.get_device_name(0)
+        if cuda is not None:  # setdefault: a stage whose GPU work ran in other processes (DDP ranks) recorded it
+            m.setdefault("peak_gpu_allocated_bytes", cuda.max_memory_allocated())
+            m.setdefault("peak_gpu_reserved_bytes", cuda.max_memory_reserved())
+            m.setdefault("gpu", cuda.get_device_name(0))
         m["disk_written_bytes"] = path_bytes(self.outputs)
         m["status"] = "ok" if exc_type is None else f"failed: {exc_type.__name__}"
         if self.metrics_path and exc_type is None:

@@ -2,7 +2,8 @@
 
 Both stages run the same `engine.Trainer`; they differ only in the model size
 and the objective (labels for the teacher; labels + teacher logits + teacher
-sketches for the student).
+sketches for the student). Under torchrun every rank runs the same stage
+function; rank 0 alone writes the model, metrics and checkpoints.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from . import distributed
 from .cache import CacheDataset, CacheSplit
 from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from .consolidate import open_dataset
@@ -58,7 +60,9 @@ def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.devi
     info = detect_device(cfg["hardware"]["device"])
     settings = EngineSettings.from_config(cfg["engine"], info)
     configure_backends(settings, threads)
-    return info, torch.device(info.kind), settings
+    d = distributed.current()
+    device = torch.device("cuda", d.local_rank) if info.kind == "cuda" and d.enabled else torch.device(info.kind)
+    return info, device, settings
 
 
 def metrics_rows(history: list[dict], test: dict | None) -> list[dict]:
@@ -98,7 +102,11 @@ def checkpoint_batch_size(ckpt_dir: Path | None) -> int | None:
 def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
                        engine: EngineSettings, device: torch.device, n_train: int, log: Callable[[str], None],
                        ckpt_dir: Path | None = None) -> tuple[int, dict | None]:
-    """(effective batch size, finder report or None). 'auto' searches, unless a checkpoint fixes it."""
+    """(effective batch size, finder report or None). 'auto' searches, unless a checkpoint fixes it.
+
+    Under DDP rank 0 searches for one process (on CPU within its share of the RAM the ranks share), the
+    others take its answer, and the global batch is that times the number of processes.
+    """
     bs = role_cfg["train"]["batch_size"]
     if bs != "auto":
         return int(bs), None
@@ -106,10 +114,16 @@ def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sampl
     if resumed is not None:
         log(f"batch size auto: resuming, so keeping the checkpoint's batch size {resumed}")
         return resumed, {"from_checkpoint": True, "batch_size": resumed}
-    from .batchsize import find_batch_size
+    from .batchsize import default_budget, find_batch_size
 
-    found = find_batch_size(model, objective, sample_batch, engine, device, max_batch=max(1, n_train // 4), log=log)
-    return found.batch_size, found.to_dict()
+    d = distributed.current()
+    found = None
+    if d.main:
+        budget = default_budget(engine, device) // (d.world if device.type == "cpu" else 1)
+        found = find_batch_size(model, objective, sample_batch, engine, device, log=log, budget_bytes=budget,
+                                max_batch=max(1, n_train // 4 // d.world)).to_dict()
+    found = distributed.broadcast(found, d)
+    return found["batch_size"] * d.world, {**found, "processes": d.world}
 
 
 def run_fingerprint(params: dict) -> str:
@@ -142,7 +156,9 @@ def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
 
 
 def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
-    """Checkpoints of another run (config, data or code) must not be resumed: drop them."""
+    """Checkpoints of another run (config, data or code) must not be resumed: drop them (rank 0's job under DDP)."""
+    if not distributed.current().main:
+        return
     marker = ckpt_dir / "RUN"
     if marker.exists() and marker.read_text().strip() != fingerprint:
         removed = rotate_checkpoints(ckpt_dir, 0)
@@ -193,16 +209,17 @@ def _train_and_save(
                            device_capability=list(info.capability) if info.capability else None,
                            batch_size_requested=role_cfg["train"]["batch_size"], batch_size_search=search)
     forward_parts = parts.summary() if parts is not None else {}
-    test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro))
+    test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
     log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
                "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
                "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model)}
     t_write = time.perf_counter()
-    save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
-                                "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
-                                "metrics": summary})
-    write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
+    if trainer.dist.main:
+        save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
+                                    "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
+                                    "metrics": summary})
+        write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
     # writing the outputs, next to the step components (periodic checkpoint saves are in none of them)
     result.components["write"] = {"seconds": time.perf_counter() - t_write, "share": 0.0, "calls": 1}
     return result, {**summary, "forward_parts": forward_parts}
@@ -220,6 +237,7 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
     if ckpt_dir is not None:
         fingerprint = training_fingerprint(cfg, "teacher", [cache_root / "train" / "manifest.json", labels_path])
         clear_stale_checkpoints(ckpt_dir, fingerprint, log)
+    distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
     return _train_and_save(
         "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
         CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=1, every_steps=200, threads=threads,
@@ -249,6 +267,7 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,
                                                         dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
     clear_stale_checkpoints(ckpt_dir, fingerprint, log)
+    distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
     ck = cfg["student"]["checkpoint"]
     result, summary = _train_and_save(
         "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),

@@ -26,22 +26,31 @@ def from_cells(cells: torch.Tensor, lines: int, line_chars: int) -> torch.Tensor
 
 
 def random_windows(images: torch.Tensor, lengths: torch.Tensor, geometry: tuple[int, int, int, int],
-                   gen: torch.Generator, prob: float, min_chars: int) -> torch.Tensor:
+                   gen: torch.Generator, prob: float, min_chars: int,
+                   rows: tuple[int, int] | None = None) -> torch.Tensor:
     """Each text becomes, with probability `prob`, a random window of it.
 
     Window lengths are uniform between `min_chars` (or the text's length, if
     shorter) and the text's length; starts are uniform over the text. `geometry`
-    is (cell_height, cell_width, lines, line_chars).
+    is (cell_height, cell_width, lines, line_chars). `rows` = (first, total): these
+    images are rows first.. of a batch of `total` (one DDP rank's slice); the draws
+    are made for the whole batch and sliced, so the ranks together window exactly
+    as one process would.
     """
     ch, cw, lines, line_chars = geometry
     b, dev = images.shape[0], images.device
+    first, whole = rows or (0, b)
     total = lines * line_chars
     n = lengths.to(dev).long().clamp(1, total)
-    use = torch.rand(b, generator=gen, device=dev) < prob
+
+    def draw() -> torch.Tensor:
+        return torch.rand(whole, generator=gen, device=dev)[first : first + b]
+
+    use = draw() < prob
     shortest = torch.clamp(n, max=min_chars)
-    m = shortest + (torch.rand(b, generator=gen, device=dev) * (n - shortest + 1)).long().clamp(max=n - shortest)
+    m = shortest + (draw() * (n - shortest + 1)).long().clamp(max=n - shortest)
     m = torch.where(use, m, n)
-    start = (torch.rand(b, generator=gen, device=dev) * (n - m + 1)).long().clamp(max=n - m)
+    start = (draw() * (n - m + 1)).long().clamp(max=n - m)
     start = torch.where(use, start, torch.zeros_like(start))
     j = torch.arange(total, device=dev)
     src = (start[:, None] + j[None]).clamp(max=total - 1)

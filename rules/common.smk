@@ -63,6 +63,16 @@ def engine_params():
     return output_affecting(config["engine"])
 
 
+def training_threads():
+    """A training job's cores: 4, or one per DDP process where there are more (torchrun splits them)."""
+    return max(4, config["engine"]["ddp_processes"])
+
+
+def training_gpus(wildcards):
+    """GPUs a training job asks for: one per DDP process on the GPU profiles (the plugin submits --gpus=N)."""
+    return config["engine"]["ddp_processes"] if config["hardware"]["profile"] != "cpu" else 0
+
+
 def render_params():
     return {k: v for k, v in config["render"].items() if k != "shard_size"}
 

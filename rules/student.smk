@@ -15,9 +15,9 @@ rule train_student:
         seed=config["seed"],
         device=config["hardware"]["device"],
         checkpoints="results/checkpoints",
-    threads: 4
+    threads: training_threads()
     resources:
-        gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
+        gpu=training_gpus,
     log:
         "logs/train_student/student.log",
     benchmark:

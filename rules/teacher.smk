@@ -13,9 +13,9 @@ rule train_teacher:
         seed=config["seed"],
         device=config["hardware"]["device"],
         checkpoints="results/teacher/checkpoints",
-    threads: 4
+    threads: training_threads()
     resources:
-        gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
+        gpu=training_gpus,
     log:
         "logs/train_teacher/teacher.log",
     benchmark:
