@@ -17,7 +17,7 @@ import yaml
 
 from .hardware import PROFILES, auto_profile, probe_device
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rules" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parent / "config.schema.yaml"  # ships with the package
 
 
 # Engine switches that cannot change what a run computes: left out of Snakemake params and run fingerprints.

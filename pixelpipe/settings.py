@@ -1,6 +1,6 @@
 """One way to build a settings dataclass from its config section.
 
-Defaults live only in the schema (`rules/config.schema.yaml`), filled in by
+Defaults live only in the schema (`pixelpipe/config.schema.yaml`), filled in by
 `pixelpipe.config.resolve_config`; a settings class therefore has no defaults
 of its own and takes its section whole. A key the class does not know, or one
 it needs but the section lacks, is an error naming the section, so a schema key

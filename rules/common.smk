@@ -17,7 +17,7 @@ except ConfigError as err:
     raise WorkflowError(f"pixelpipe: {err}") from None
 config.clear()
 config.update(_resolved)
-validate(config, "config.schema.yaml")
+validate(config, "../pixelpipe/config.schema.yaml")
 
 try:  # a missing, empty or unreadable corpus file fails here, before any job, in one line naming it
     SPLIT_SIZES = planned_split_sizes(config["corpus"])

@@ -126,6 +126,27 @@ def test_plan_cli_prints_table(capsys):
 
 
 @pytest.mark.slow
+def test_plan_cli_from_a_non_editable_install(tmp_path):
+    """`pip install .` (a copy, not the checkout) carries the schema: the planner runs outside the repository."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(repo)], check=True, cwd=tmp_path)
+    assert (target / "pixelpipe" / "config.schema.yaml").is_file()
+    shutil.copy(TINY, tmp_path / "config.yaml")
+    proc = subprocess.run([sys.executable, "-m", "pixelpipe.plan", "--config", "config.yaml"], cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target), "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| train_teacher/teacher |" in proc.stdout
+
+
+@pytest.mark.slow
 def test_predictions_within_tolerance_on_tiny(tiny_workdir):
     """Every stage's predicted peak host RAM and disk (results/plan.json) against StageMeter's measurement (CPU)."""
     workdir = tiny_workdir
