@@ -63,8 +63,9 @@ HOST_RUNTIME = {
     "render": 10_500_000,  # fonts, the atlas, PIL
     "render_text": 80,  # Python str overhead per text (object header, hash, length)
     # vectorized code point lookup (uint32 code points, int32 cells, int64 rows/positions) and the gather's
-    # index arrays: fitted on the default run's three render jobs (train -3 %, val -6 %, test -11 %)
-    "render_per_char": 80,
+    # index arrays: fitted between two default runs, whose render/train peaks differed by 68 MiB (218 and
+    # 286 MiB for the same work: glibc arenas and garbage-collection timing)
+    "render_per_char": 55,
     "loader_worker": 22_000_000,  # USS of one forked DataLoader worker (pages it copies-on-write)
     "baseline": 80_000_000,  # autograd, the sparse gradient and its coalescing buffers, the optimizers
     "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
@@ -98,8 +99,8 @@ CPU_INFER_FACTOR = 2.3
 # profiled copies and the batch-size sweep). In-sample fits of one run each.
 ORT_ARENA_FACTOR = {"export_onnx": 2.07, "quantize_onnx": 1.51, "deploy_benchmark": 4.25}
 # The n-gram baseline's ids: int64 ids, the per-text Python lists they are hashed from and the copy into a
-# tensor, fitted on the default run as bytes per n-gram (8 would be the ids alone).
-BASELINE_BYTES_PER_NGRAM = 36
+# tensor, fitted between two default runs (peaks 396 and 458 MiB) as bytes per n-gram (8: the ids alone).
+BASELINE_BYTES_PER_NGRAM = 30
 # CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
 CUDA_RESERVED_OVERHEAD = 1.10
 # Parquet of the built-in corpus, for the disk preflight's estimate only (the plan proper writes the exact
