@@ -21,8 +21,9 @@ from pixelpipe.render import Renderer, RenderSettings
 
 from tests.workflow_utils import REPO
 
-# The slow real-student test's bars, set below what it measured (see its docstring).
-BAR_HELD, BAR_PHRASES = 0.9, 0.8
+# The slow real-student test's bars: it measured 99.2 % on the 380 held-out texts and 96.8 % on the 95 phrases
+# (2-core CPU, torch 2.13); the bars leave room for another CPU's float rounding, not for a worse model.
+BAR_HELD, BAR_PHRASES = 0.97, 0.92
 
 TEXTS = ["Guten Tag, wie geht es Ihnen heute?", "Привет, как дела у тебя?", "Καλημέρα σε όλους", "שלום עולם",
          "مرحبا بالعالم", "Xin chào thế giới"]
