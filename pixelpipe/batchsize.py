@@ -192,6 +192,120 @@ def _predict(fixed: float, slope: float, budget: int, cap: int) -> int:
     return max(0, math.floor((budget - fixed) / slope))
 
 
+def _micro_cap(engine: EngineSettings, device: torch.device, max_batch: int | None,
+               cpu_cap: int) -> tuple[int, str | None]:
+    """The largest micro-batch allowed before memory is asked, and what set it."""
+    accum = engine.grad_accum_steps
+    cap, capped_by = 1 << 30, None
+    if max_batch is not None:
+        cap, capped_by = max(1, max_batch // accum), "max_batch"
+    if device.type == "cpu" and cpu_cap // accum < cap:
+        cap, capped_by = max(1, cpu_cap // accum), "cpu_cap"
+    return cap, capped_by
+
+
+@dataclass
+class _ModelState:
+    """What the finder changes on the model and the RNGs, to put back however it ends."""
+
+    was_training: bool
+    flags: tuple[bool, bool]  # activation_checkpointing, grad_free_cycles
+    rng: torch.Tensor
+    cuda_rng: torch.Tensor | None
+
+    @classmethod
+    def save(cls, model: nn.Module, device: torch.device, real_steps: bool) -> "_ModelState":
+        flags = (getattr(model, "activation_checkpointing", False), getattr(model, "grad_free_cycles", False))
+        cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" and real_steps else None
+        return cls(model.training, flags, torch.get_rng_state(), cuda_rng)
+
+    def restore(self, model: nn.Module, objective: nn.Module, device: torch.device) -> None:
+        for m in (model, objective):
+            for p in m.parameters():
+                p.grad = None
+        model.train(self.was_training)
+        model.activation_checkpointing, model.grad_free_cycles = self.flags
+        torch.set_rng_state(self.rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state(self.cuda_rng, device)
+            torch.cuda.empty_cache()
+
+
+def _real_measures(model: nn.Module, objective: nn.Module, sample_batch: Callable[[int], dict],
+                   engine: EngineSettings, device: torch.device, confirm_steps: int,
+                   warmup: int) -> tuple[Measure, Measure]:
+    """One-step probe and multi-step confirm measures on the model set up as the engine will train it."""
+    model.to(device)
+    objective.to(device)
+    model.activation_checkpointing = engine.activation_checkpointing
+    model.grad_free_cycles = engine.grad_free_cycles
+    if engine.channels_last:
+        model.to(memory_format=torch.channels_last)
+    model.train()
+    real = make_measure(model, objective, sample_batch, engine, device, steps=1)
+    confirm = make_measure(model, objective, sample_batch, engine, device, steps=confirm_steps)
+    real(warmup)  # warm-up: lazy inits and allocator pools must not count as per-sample cost
+    return real, confirm
+
+
+def _probe(measure: Measure, probe_sizes: tuple[int, int], cap: int, budget: int,
+           probes: list[list[int]]) -> list[tuple[int, int]]:
+    """(micro, peak) at the probe sizes that fit; raises if not even the smallest does."""
+    points: list[tuple[int, int]] = []
+    for size in sorted({min(x, cap) for x in probe_sizes}):
+        ok, peak = _fits(measure, size, budget, probes)
+        if not ok:
+            break
+        points.append((size, peak))
+    if not points:
+        raise RuntimeError(f"batch size finder: micro-batch {probes[0][0]} does not fit the budget of "
+                           f"{budget / 2**20:.0f} MiB (peak {probes[0][1] / 2**20:.0f} MiB; -1 = out of memory)")
+    return points
+
+
+def _solve(points: list[tuple[int, int]], budget: int, cap: int) -> tuple[float, float, int, int]:
+    """Fixed cost, per-sample slope, the predicted micro-batch and the first size to confirm."""
+    if len(points) == 2:
+        fixed, slope = _linear_fit(points)
+    else:  # one probe, or the larger one did not fit: charge everything to the samples (conservative)
+        fixed, slope = 0.0, points[0][1] / points[0][0]
+    predicted = _predict(fixed, slope, budget, cap)
+    micro = max(points[-1][0], min(predicted, cap))
+    return fixed, slope, predicted, micro
+
+
+def _confirm(measure: Measure, micro: int, known: tuple[int, int], budget: int,
+             probes: list[list[int]]) -> tuple[int, int, bool]:
+    """Largest micro-batch real steps confirm, its peak, and whether any try missed.
+
+    A miss brackets the answer between the largest size known to fit and the smallest known not to;
+    the next guess interpolates the measured peaks between them (a secant of a convex cost stays on
+    the safe side) or bisects after a real OOM error.
+    """
+    lo, lo_peak = known
+    hi: int | None = None
+    hi_peak: int | None = None
+    for _ in range(MAX_CONFIRM_TRIES):
+        if micro <= lo:
+            break
+        ok, peak = _fits(measure, micro, budget, probes)
+        if ok:
+            lo, lo_peak = micro, peak
+            if hi is None:  # the prediction itself fits: the line was right
+                break
+        else:
+            hi, hi_peak = micro, peak
+        if hi_peak is not None and hi_peak > lo_peak:
+            guess = lo + (budget - lo_peak) * (hi - lo) / (hi_peak - lo_peak)
+        else:
+            guess = (lo + hi) / 2
+        nxt = _round_down(int(min(guess, hi - 1)))
+        if nxt <= lo or hi - lo <= max(1, lo // 20):  # bracket within 5 %
+            break
+        micro = nxt
+    return lo, lo_peak, hi is not None
+
+
 def find_batch_size(
     model: nn.Module,
     objective: nn.Module,
@@ -217,86 +331,26 @@ def find_batch_size(
     """
     t0 = time.perf_counter()
     accum = engine.grad_accum_steps
-    cap, capped_by = 1 << 30, None
-    if max_batch is not None:
-        cap, capped_by = max(1, max_batch // accum), "max_batch"
-    if device.type == "cpu" and cpu_cap // accum < cap:
-        cap, capped_by = max(1, cpu_cap // accum), "cpu_cap"
+    cap, capped_by = _micro_cap(engine, device, max_batch, cpu_cap)
     budget = int(budget_bytes if budget_bytes is not None else default_budget(engine, device))
-
-    was_training = model.training
-    flags = (getattr(model, "activation_checkpointing", False), getattr(model, "grad_free_cycles", False))
-    rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" and measure is None else None
+    state = _ModelState.save(model, device, real_steps=measure is None)
     if measure is None:
-        model.to(device)
-        objective.to(device)
-        model.activation_checkpointing = engine.activation_checkpointing
-        model.grad_free_cycles = engine.grad_free_cycles
-        if engine.channels_last:
-            model.to(memory_format=torch.channels_last)
-        model.train()
-        real = make_measure(model, objective, sample_batch, engine, device, steps=1)
-        confirm = make_measure(model, objective, sample_batch, engine, device, steps=confirm_steps)
-        real(min(probe_sizes[0], cap))  # warm-up: lazy inits and allocator pools must not count as per-sample cost
+        real, confirm = _real_measures(model, objective, sample_batch, engine, device, confirm_steps,
+                                       warmup=min(probe_sizes[0], cap))
     else:
         real = confirm = measure
     probes: list[list[int]] = []
     try:
-        points: list[tuple[int, int]] = []
-        for size in sorted({min(x, cap) for x in probe_sizes}):
-            ok, peak = _fits(real, size, budget, probes)
-            if not ok:
-                break
-            points.append((size, peak))
-        if not points:
-            raise RuntimeError(f"batch size finder: micro-batch {probes[0][0]} does not fit the budget of "
-                               f"{budget / 2**20:.0f} MiB (peak {probes[0][1] / 2**20:.0f} MiB; -1 = out of memory)")
-        if len(points) == 2:
-            fixed, slope = _linear_fit(points)
-        else:  # one probe, or the larger one did not fit: charge everything to the samples (conservative)
-            fixed, slope = 0.0, points[0][1] / points[0][0]
-        predicted = _predict(fixed, slope, budget, cap)
-        micro = max(points[-1][0], min(predicted, cap))
+        points = _probe(real, probe_sizes, cap, budget, probes)
+        fixed, slope, predicted, micro = _solve(points, budget, cap)
         if micro < cap:
             micro, capped_by = _round_down(micro), None
-        # Confirm with real steps. A miss brackets the answer between the largest size known to fit
-        # and the smallest known not to; the next guess interpolates the measured peaks between them
-        # (a secant of a convex cost stays on the safe side) or bisects after a real OOM error.
-        lo, lo_peak = points[-1]
-        hi: int | None = None
-        hi_peak: int | None = None
-        for _ in range(MAX_CONFIRM_TRIES):
-            if micro <= lo:
-                break
-            ok, peak = _fits(confirm, micro, budget, probes)
-            if ok:
-                lo, lo_peak = micro, peak
-                if hi is None:  # the prediction itself fits: the line was right
-                    break
-            else:
-                hi, hi_peak, capped_by = micro, peak, None
-            if hi_peak is not None and hi_peak > lo_peak:
-                guess = lo + (budget - lo_peak) * (hi - lo) / (hi_peak - lo_peak)
-            else:
-                guess = (lo + hi) / 2
-            nxt = _round_down(int(min(guess, hi - 1)))
-            if nxt <= lo or hi - lo <= max(1, lo // 20):  # bracket within 5 %
-                break
-            micro = nxt
-        micro, confirmed_peak = lo, lo_peak
-        confirmed = micro
-        final = micro if capped_by else _round_down(max(1, math.floor(micro * (1 - engine.memory_margin))))
+        confirmed, confirmed_peak, missed = _confirm(confirm, micro, points[-1], budget, probes)
+        if missed:
+            capped_by = None
+        final = confirmed if capped_by else _round_down(max(1, math.floor(confirmed * (1 - engine.memory_margin))))
     finally:
-        for m in (model, objective):
-            for p in m.parameters():
-                p.grad = None
-        model.train(was_training)
-        model.activation_checkpointing, model.grad_free_cycles = flags
-        torch.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state(cuda_rng, device)
-            torch.cuda.empty_cache()
+        state.restore(model, objective, device)
     result = BatchSizeResult(
         batch_size=final * accum, micro_batch=final, grad_accum_steps=accum, budget_bytes=budget,
         fixed_bytes=fixed, per_sample_bytes=slope, predicted_micro=predicted, confirmed_micro=confirmed,

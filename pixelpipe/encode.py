@@ -52,6 +52,42 @@ def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tu
             yield start, start + len(batch), batch
 
 
+# One batch's results on their way to the host: (start, stop, host tensors, the CUDA event their copies wait on)
+Pending = tuple[int, int, dict[str, torch.Tensor], object]
+
+
+def _forward_to_host(model: TRMVisionEncoder, batch: torch.Tensor, device: torch.device, precision: str,
+                     t: ComponentTimer) -> tuple[dict[str, torch.Tensor], object]:
+    """The teacher's outputs for one batch in their stored dtypes, copied to the host asynchronously on
+    CUDA; the returned event (None on CPU) marks when the copies are done."""
+    cuda = device.type == "cuda"
+    t.start("forward")
+    with autocast_context(device, precision):
+        res = model(batch)
+    t.start("to_host")
+    packed = {
+        "sketches": res["sketches"].half(),
+        "children": res["children"].half(),
+        "checksums": pack_bits(checksum_bits(res["checksum_logits"].float())),
+        "logits": res["logits"].float(),
+    }
+    host = {k: v.to("cpu", non_blocking=cuda) for k, v in packed.items()}
+    event = None
+    if cuda:
+        event = torch.cuda.Event()
+        event.record()
+    return host, event
+
+
+def _drain(out: dict[str, np.ndarray], item: Pending) -> None:
+    """Wait for one batch's copies (a batch late, so they overlap the next forward) and store them."""
+    start, stop, host, event = item
+    if event is not None:
+        event.synchronize()
+    for name, value in host.items():
+        out[name][start:stop] = value.numpy()
+
+
 @torch.inference_mode()
 def encode_images(
     model: TRMVisionEncoder,
@@ -75,15 +111,7 @@ def encode_images(
     out = allocate_outputs(n, model)
     out["labels"][:] = labels
     cuda = device.type == "cuda"
-    pending: tuple[int, int, dict[str, torch.Tensor], object] | None = None
-
-    def drain(item: tuple[int, int, dict[str, torch.Tensor], object]) -> None:
-        start, stop, host, event = item
-        if event is not None:
-            event.synchronize()
-        for name, value in host.items():
-            out[name][start:stop] = value.numpy()
-
+    pending: Pending | None = None
     bar = tqdm(total=n, desc=desc, unit="img", disable=not progress, mininterval=1.0)
     batches = _read_batches(images, batch_size, pin=cuda)
     while True:
@@ -92,29 +120,14 @@ def encode_images(
         if item is None:
             break
         start, stop, batch = item
-        batch = batch.to(device, non_blocking=True)
-        t.start("forward")
-        with autocast_context(device, precision):
-            res = model(batch)
-        t.start("to_host")
-        packed = {
-            "sketches": res["sketches"].half(),
-            "children": res["children"].half(),
-            "checksums": pack_bits(checksum_bits(res["checksum_logits"].float())),
-            "logits": res["logits"].float(),
-        }
-        host = {k: v.to("cpu", non_blocking=cuda) for k, v in packed.items()}
-        event = None
-        if cuda:
-            event = torch.cuda.Event()
-            event.record()
+        host, event = _forward_to_host(model, batch.to(device, non_blocking=True), device, precision, t)
         if pending is not None:
-            drain(pending)
+            _drain(out, pending)
         pending = (start, stop, host, event)
         bar.update(stop - start)
     if pending is not None:
         t.start("to_host")
-        drain(pending)
+        _drain(out, pending)
     t.stop()
     bar.close()
     return out

@@ -544,232 +544,338 @@ def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
     return bs, max(1, round(tcfg["epochs"] * steps_per_epoch))
 
 
-def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
-    """Every stage's prediction plus the disk totals; `cfg` is a resolved config.
+@dataclass(frozen=True)
+class PlanInputs:
+    """What every stage's prediction reads, derived once from the config and the corpus facts."""
 
-    exact: generate (or read) the corpus as the corpus rule will, so split sizes, cache manifests and the
-    atlas are what the stages will write; otherwise estimate them (the disk preflight, before any job).
-    """
+    cfg: dict
+    facts: CorpusFacts
+    sizes: dict[str, int]  # rows per split after bad rows
+    planned: dict[str, int]  # the planned split sizes: the DAG's shard files follow these
+    layouts: dict[str, tuple[np.ndarray, dict[str, Any]]]
+    atlas: dict[str, Any]
+    shard_size: int
+    geometry: tuple[int, ...]
+    capacity: int
+    pixels: int
+    classes: int
+    teacher: EncoderConfig
+    student: EncoderConfig
+    report: dict
+    gflops: float | None
+    cuda: bool
+    precision: str
+    chars: dict[str, int]  # characters per split
+
+    def shard_file_bytes(self, split: str) -> list[int]:
+        """Bytes of each cache shard file of `split` (uint8 images, npy)."""
+        n = self.sizes[split]
+        return [npy_bytes((min(self.shard_size, max(0, n - s * self.shard_size)), *self.geometry), np.uint8)
+                for s in range(shard_count(self.planned[split], self.shard_size))]
+
+    @property
+    def cache_bytes(self) -> int:
+        return sum(sum(self.shard_file_bytes(split)) for split in SPLITS)
+
+
+def plan_inputs(cfg: dict, exact: bool = True) -> PlanInputs:
+    """Corpus facts, layouts, geometry, encoders and throughput figures the stage predictions share."""
     from .corpus import planned_split_sizes
     from .render import RenderSettings
 
     facts = corpus_facts(cfg) if exact else estimated_corpus_facts(cfg)
-    sizes = facts.sizes  # rows per split after bad rows; the DAG's shard files follow the planned sizes
-    planned = planned_split_sizes(cfg["corpus"])
     layouts = _split_layouts(cfg, facts)
-    atlas = layouts["train"][1]
-    shard_size = cfg["render"]["shard_size"]
     settings = RenderSettings.from_section(cfg["render"])
-    geometry, capacity = settings.shape, settings.capacity
-    pixels = int(np.prod(geometry))
     classes = facts.num_classes
-    teacher = encoder_for(cfg, "teacher", classes)
-    student = encoder_for(cfg, "student", classes)
     report = cfg.get("report", {})
     gflops = report.get("cpu_gflops")
     cuda = cfg["hardware"]["profile"] != "cpu"
     if cuda:
         tflops = report.get("gpu_tflops")
         gflops = tflops * 1000 if tflops else None
-    precision = cfg["engine"]["precision"] if cuda else "fp32"
-    stages: list[StagePlan] = []
+    return PlanInputs(
+        cfg=cfg, facts=facts, sizes=facts.sizes, planned=planned_split_sizes(cfg["corpus"]), layouts=layouts,
+        atlas=layouts["train"][1], shard_size=cfg["render"]["shard_size"], geometry=settings.shape,
+        capacity=settings.capacity, pixels=int(np.prod(settings.shape)), classes=classes,
+        teacher=encoder_for(cfg, "teacher", classes), student=encoder_for(cfg, "student", classes),
+        report=report, gflops=gflops, cuda=cuda, precision=cfg["engine"]["precision"] if cuda else "fp32",
+        chars={split: sum(map(len, texts)) for split, (texts, _, _) in facts.splits.items()})
 
-    # corpus
-    n_all = sum(sizes.values())
-    chars = {split: sum(map(len, texts)) for split, (texts, _, _) in facts.splits.items()}
-    stages.append(StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + n_all * HOST_RUNTIME["corpus_row"],
-                            sum(facts.corpus_bytes.values()), samples=n_all, detail={"disk": facts.corpus_bytes}))
 
-    # the n-gram baseline: ids of every 1-3-gram of every text (int64), the bag's weights with their
-    # gradient and Adam's two moments, one batch's bags
-    bcfg = cfg["baseline"]
-    ngrams = sum(3 * (chars[split] + len(texts)) for split, (texts, _, _) in facts.splits.items())
+def predict_corpus(inp: PlanInputs) -> StagePlan:
+    n_all = sum(inp.sizes.values())
+    return StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + n_all * HOST_RUNTIME["corpus_row"],
+                     sum(inp.facts.corpus_bytes.values()), samples=n_all, detail={"disk": inp.facts.corpus_bytes})
+
+
+def predict_baseline(inp: PlanInputs) -> StagePlan:
+    """The n-gram baseline: ids of every 1-3-gram of every text (int64), the bag's weights with their
+    gradient and Adam's two moments, one batch's bags."""
+    bcfg = inp.cfg["baseline"]
+    ngrams = sum(3 * (inp.chars[split] + len(texts)) for split, (texts, _, _) in inp.facts.splits.items())
     host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"], "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
-            "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * classes}
-    stages.append(StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
-                            samples=sizes["train"] * bcfg["epochs"], detail={"host": host}))
+            "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * inp.classes}
+    return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
+                     samples=inp.sizes["train"] * bcfg["epochs"], detail={"host": host})
 
-    # render
-    cache_bytes = 0
+
+def predict_render(inp: PlanInputs) -> list[StagePlan]:
+    """One render job per split: its cache shards and manifest."""
+    stages = []
     for split in SPLITS:
-        n = sizes[split]
-        n_sh = shard_count(planned[split], shard_size)
-        shard_files = [npy_bytes((min(shard_size, max(0, n - s * shard_size)), *geometry), np.uint8)
-                       for s in range(n_sh)]
-        full, split_atlas = layouts[split]
-        manifest = _render_manifest_bytes(cfg, facts, split, n_sh, full, split_atlas)
+        n = inp.sizes[split]
+        shard_files = inp.shard_file_bytes(split)
+        full, split_atlas = inp.layouts[split]
+        manifest = _render_manifest_bytes(inp.cfg, inp.facts, split, len(shard_files), full, split_atlas)
         disk = sum(shard_files) + manifest
-        cache_bytes += sum(shard_files)
         host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
-                "code point table": 0x110000 * 4, "cell indices": n * capacity * 4,
-                "texts (original + normalized)": 2 * n * HOST_RUNTIME["render_text"] + 2 * chars[split] * 2,
-                "vectorized lookup": chars[split] * HOST_RUNTIME["render_per_char"],
-                "shard images (one gather)": min(n, shard_size) * pixels}
+                "code point table": 0x110000 * 4, "cell indices": n * inp.capacity * 4,
+                "texts (original + normalized)": 2 * n * HOST_RUNTIME["render_text"] + 2 * inp.chars[split] * 2,
+                "vectorized lookup": inp.chars[split] * HOST_RUNTIME["render_per_char"],
+                "shard images (one gather)": min(n, inp.shard_size) * inp.pixels}
         stages.append(StagePlan("render", split, int(sum(host.values())), disk, samples=n,
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
+    return stages
 
-    # teacher
-    def train_stage(role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict, keep: int,
-                    every: int) -> tuple[StagePlan, int]:
-        tcfg = cfg[role]["train"]
-        bs, steps = _train_steps(sizes["train"], tcfg)
-        micro = bs // cfg["engine"]["grad_accum_steps"]
-        extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())
-        mem_cpu = predict_train_memory(enc, micro, "fp32", cfg["engine"]["activation_checkpointing"],
-                                       cfg["engine"]["grad_free_cycles"], extra_params, device="cpu")
-        eval_batch = max(64, micro)
-        host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["train"],
-                "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
-                "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
-                + mem_cpu["allocator_overhead"],
-                "loader workers (USS)": cfg["engine"]["num_workers"] * HOST_RUNTIME["loader_worker"]}
-        # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
-        # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
-        page_cache = {"cache pages (mmap, all splits)": cache_bytes, **extra_host}
-        if cuda:  # training state lives on the GPU; the host holds the loader and the maps
-            host["weights+grads+optimizer"] = mem_cpu["weights"]
-            host["activations"] = 0
-        host["eval forward"] = 0 if cuda else max(0, predict_inference_memory(enc, eval_batch, device="cpu") - mem_cpu["weights"] - host["activations"])
-        host = {k: int(v) for k, v in host.items()}
-        model_file = safetensors_bytes(model_tensors(enc))
-        cfg_json = _model_config_bytes(cfg, role, enc, classes, atlas)
-        csv = _metrics_csv_bytes(tcfg["epochs"])
-        ckpt = _checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
-        flops = flops_per_sample(enc)
-        samples = steps * bs
-        wall = None
-        if gflops:
-            evals = sizes["val"] * math.ceil(tcfg["epochs"]) + sizes["test"]
-            wall = STAGE_STARTUP_S + (3 * flops * samples + flops * evals) / (gflops * 1e9)
-        saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
-        left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
-        sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
-                       checkpoint_bytes=left,
-                       detail={"host": host, "page_cache (not in host)": page_cache,
-                               "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
-                                                      "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
-                               "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "flops_per_sample": flops})
-        if cuda:
-            g = predict_train_memory(enc, micro, precision, cfg["engine"]["activation_checkpointing"],
-                                     cfg["engine"]["grad_free_cycles"], extra_params, device="cuda")
-            sp.peak_gpu_allocated_bytes, sp.peak_gpu_reserved_bytes = g["allocated_peak"], g["reserved_peak"]
-            sp.detail["train_memory"] = g
-        return sp, ckpt
 
-    # train.train_teacher keeps 1 checkpoint every 200 steps; the student's come from its config
-    t_stage, t_ckpt = train_stage("teacher", teacher, {}, {}, keep=1, every=200)
-    stages.append(t_stage)
+def _train_host(inp: PlanInputs, mem_cpu: dict[str, Any], eval_batch: int, enc: EncoderConfig) -> dict[str, int]:
+    """Host RAM of a training job by part; on CUDA the training state lives on the GPU and the host
+    holds the loader and the maps."""
+    engine = inp.cfg["engine"]
+    host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["train"],
+            "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
+            "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
+            + mem_cpu["allocator_overhead"],
+            "loader workers (USS)": engine["num_workers"] * HOST_RUNTIME["loader_worker"]}
+    if inp.cuda:
+        host["weights+grads+optimizer"] = mem_cpu["weights"]
+        host["activations"] = 0
+    host["eval forward"] = 0 if inp.cuda else max(0, predict_inference_memory(enc, eval_batch, device="cpu")
+                                                  - mem_cpu["weights"] - host["activations"])
+    return {k: int(v) for k, v in host.items()}
 
-    # encode (one job per shard) and consolidate (one per split)
-    k = teacher.num_capsules
-    def enc_fields(n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
-        return {"sketches": ((n, k, teacher.dim), np.float16), "children": ((n, k, teacher.num_children, teacher.dim), np.float16),
-                "checksums": ((n, k, teacher.checksum_bits // 8), np.uint8), "logits": ((n, classes), np.float32),
-                "labels": ((n,), np.int64)}
-    out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in enc_fields(1).values())
-    encoded_peak = dataset_bytes = 0
-    teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
-    eb = cfg["encode"]["batch_size"]
-    for split in cfg["encode"]["splits"]:
-        n = sizes[split]
-        n_sh = shard_count(planned[split], shard_size)
-        split_encoded = 0
-        for s in range(n_sh):
-            m = min(shard_size, max(0, n - s * shard_size))
-            disk = npz_bytes(enc_fields(m))
-            split_encoded += disk
-            live = predict_inference_memory(teacher, min(eb, max(m, 1)), precision, "cuda" if cuda else "cpu")
-            host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["encode"],
-                    "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
-                    "batch forward": 0 if cuda else live - 4 * teacher_params}  # shard pages: page cache
-            wall = STAGE_STARTUP_S + m * flops_per_sample(teacher) / (gflops * 1e9) if gflops else None
-            sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk, wall_s=wall, samples=m,
-                           detail={"host": host})
-            if cuda:
-                sp.peak_gpu_allocated_bytes = int(live)
-                sp.peak_gpu_reserved_bytes = int(live * CUDA_RESERVED_OVERHEAD)
-            stages.append(sp)
-        encoded_peak += split_encoded
-        arrays = sum(npy_bytes(shape, dt) for shape, dt in enc_fields(n).values())
-        manifest = _json_len({"format": "pixelpipe.dataset/1", "count": n,
-                              "shards": [f"results/encoded/{split}/shard-{s:05d}.npz" for s in range(n_sh)],
-                              "shard_counts": [shard_size] * n_sh,
-                              "fields": {f: {"file": f"{f}.npy", "shape": list(shape), "dtype": np.dtype(dt).name,
-                                             "sha256": "0" * 64} for f, (shape, dt) in enc_fields(n).items()}})
-        dataset_bytes += arrays
-        biggest_field = max(int(np.prod(shape[1:])) * np.dtype(dt).itemsize for shape, dt in enc_fields(1).values())
-        host = {"baseline": HOST_BASELINE["consolidate"], "runtime": HOST_RUNTIME["consolidate"],
-                "one field of one shard": min(n, shard_size) * biggest_field}  # written memmap pages: page cache
-        stages.append(StagePlan("consolidate", split, int(sum(host.values())), arrays + manifest, samples=n,
-                                detail={"host": host, "disk": {"arrays": arrays, "manifest (estimate)": manifest}}))
 
-    # student: adapter from student to teacher width; teacher logits+sketches memory-mapped
+def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict,
+                   keep: int, every: int) -> tuple[StagePlan, int]:
+    """A train_<role> job and the bytes of one of its checkpoints."""
+    cfg, engine = inp.cfg, inp.cfg["engine"]
+    tcfg = cfg[role]["train"]
+    bs, steps = _train_steps(inp.sizes["train"], tcfg)
+    micro = bs // engine["grad_accum_steps"]
+    extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())
+    mem_cpu = predict_train_memory(enc, micro, "fp32", engine["activation_checkpointing"],
+                                   engine["grad_free_cycles"], extra_params, device="cpu")
+    host = _train_host(inp, mem_cpu, max(64, micro), enc)
+    # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
+    # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
+    page_cache = {"cache pages (mmap, all splits)": inp.cache_bytes, **extra_host}
+    model_file = safetensors_bytes(model_tensors(enc))
+    cfg_json = _model_config_bytes(cfg, role, enc, inp.classes, inp.atlas)
+    csv = _metrics_csv_bytes(tcfg["epochs"])
+    ckpt = _checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
+    flops = flops_per_sample(enc)
+    samples = steps * bs
+    wall = None
+    if inp.gflops:
+        evals = inp.sizes["val"] * math.ceil(tcfg["epochs"]) + inp.sizes["test"]
+        wall = STAGE_STARTUP_S + (3 * flops * samples + flops * evals) / (inp.gflops * 1e9)
+    saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
+    left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
+    sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
+                   checkpoint_bytes=left,
+                   detail={"host": host, "page_cache (not in host)": page_cache,
+                           "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
+                                    "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
+                           "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "flops_per_sample": flops})
+    if inp.cuda:
+        g = predict_train_memory(enc, micro, inp.precision, engine["activation_checkpointing"],
+                                 engine["grad_free_cycles"], extra_params, device="cuda")
+        sp.peak_gpu_allocated_bytes, sp.peak_gpu_reserved_bytes = g["allocated_peak"], g["reserved_peak"]
+        sp.detail["train_memory"] = g
+    return sp, ckpt
+
+
+def predict_train_teacher(inp: PlanInputs) -> tuple[StagePlan, int]:
+    """train.train_teacher keeps 1 checkpoint every 200 steps."""
+    return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=1, every=200)
+
+
+def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
+    """The student: an adapter from student to teacher width; teacher logits+sketches memory-mapped."""
+    teacher, student = inp.teacher, inp.student
     adapter = {"adapter.weight": ((teacher.dim, student.dim), "float32", 4), "adapter.bias": ((teacher.dim,), "float32", 4)}
-    teacher_maps = sizes["train"] * (classes * 4 + k * teacher.dim * 2)
-    ck = cfg["student"]["checkpoint"]
-    s_stage, s_ckpt = train_stage("student", student, adapter, {"teacher outputs (mmap)": teacher_maps},
-                                  keep=ck["keep_last"], every=ck["every_steps"])
-    stages.append(s_stage)
+    teacher_maps = inp.sizes["train"] * (inp.classes * 4 + teacher.num_capsules * teacher.dim * 2)
+    ck = inp.cfg["student"]["checkpoint"]
+    return _predict_train(inp, "student", student, adapter, {"teacher outputs (mmap)": teacher_maps},
+                          keep=ck["keep_last"], every=ck["every_steps"])
 
-    # deploy: ONNX fp32 export (parity on the first val shard), int8 quantization, the deploy benchmark
-    dcfg = cfg["deploy_benchmark"]
+
+def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """Shapes and dtypes of the teacher outputs for `n` samples (an encoded shard, a dataset split)."""
+    t, k = inp.teacher, inp.teacher.num_capsules
+    return {"sketches": ((n, k, t.dim), np.float16), "children": ((n, k, t.num_children, t.dim), np.float16),
+            "checksums": ((n, k, t.checksum_bits // 8), np.uint8), "logits": ((n, inp.classes), np.float32),
+            "labels": ((n,), np.int64)}
+
+
+def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
+    """One encode job per cache shard of `split`."""
+    teacher, shard_size = inp.teacher, inp.shard_size
+    out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in _encoded_fields(inp, 1).values())
+    teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
+    eb = inp.cfg["encode"]["batch_size"]
+    n = inp.sizes[split]
+    stages = []
+    for s in range(shard_count(inp.planned[split], shard_size)):
+        m = min(shard_size, max(0, n - s * shard_size))
+        disk = npz_bytes(_encoded_fields(inp, m))
+        live = predict_inference_memory(teacher, min(eb, max(m, 1)), inp.precision, "cuda" if inp.cuda else "cpu")
+        host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["encode"],
+                "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
+                "batch forward": 0 if inp.cuda else live - 4 * teacher_params}  # shard pages: page cache
+        wall = STAGE_STARTUP_S + m * flops_per_sample(teacher) / (inp.gflops * 1e9) if inp.gflops else None
+        sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk, wall_s=wall, samples=m,
+                       detail={"host": host})
+        if inp.cuda:
+            sp.peak_gpu_allocated_bytes = int(live)
+            sp.peak_gpu_reserved_bytes = int(live * CUDA_RESERVED_OVERHEAD)
+        stages.append(sp)
+    return stages
+
+
+def predict_consolidate(inp: PlanInputs, split: str) -> StagePlan:
+    """The consolidate job of `split`: one memory-mappable array per field plus the manifest."""
+    n, shard_size = inp.sizes[split], inp.shard_size
+    n_sh = shard_count(inp.planned[split], shard_size)
+    fields = _encoded_fields(inp, n)
+    arrays = sum(npy_bytes(shape, dt) for shape, dt in fields.values())
+    manifest = _json_len({"format": "pixelpipe.dataset/1", "count": n,
+                          "shards": [f"results/encoded/{split}/shard-{s:05d}.npz" for s in range(n_sh)],
+                          "shard_counts": [shard_size] * n_sh,
+                          "fields": {f: {"file": f"{f}.npy", "shape": list(shape), "dtype": np.dtype(dt).name,
+                                         "sha256": "0" * 64} for f, (shape, dt) in fields.items()}})
+    biggest_field = max(int(np.prod(shape[1:])) * np.dtype(dt).itemsize for shape, dt in _encoded_fields(inp, 1).values())
+    host = {"baseline": HOST_BASELINE["consolidate"], "runtime": HOST_RUNTIME["consolidate"],
+            "one field of one shard": min(n, shard_size) * biggest_field}  # written memmap pages: page cache
+    return StagePlan("consolidate", split, int(sum(host.values())), arrays + manifest, samples=n,
+                     detail={"host": host, "disk": {"arrays": arrays, "manifest (estimate)": manifest}})
+
+
+@dataclass(frozen=True)
+class StudentOnnx:
+    """The exported student's parameter count and predicted ONNX sizes, shared by the deploy stages."""
+
+    enc: EncoderConfig
+    params: int
+    sizes: dict[str, int]
+
+    @property
+    def fp32(self) -> int:
+        return self.sizes["fp32"]
+
+    @property
+    def int8(self) -> int:
+        return self.sizes["int8"]
+
+    def forward(self, batch: int) -> int:
+        """Live temporaries of an inference forward (torch or onnxruntime)."""
+        return max(0, predict_inference_memory(self.enc, max(1, batch), device="cpu") - 4 * self.params)
+
+
+def student_onnx(inp: PlanInputs) -> StudentOnnx:
+    student = inp.student
     params = sum(int(np.prod(v[0])) for v in model_tensors(student).values())
-    sizes_onnx = onnx_bytes(student, _onnx_metadata(cfg, student, classes, atlas))
-    fp32, int8 = sizes_onnx["fp32"], sizes_onnx["int8"]
+    return StudentOnnx(student, params, onnx_bytes(student, _onnx_metadata(inp.cfg, student, inp.classes, inp.atlas)))
 
-    def forward(batch: int) -> int:  # live temporaries of an inference forward (torch or onnxruntime)
-        return max(0, predict_inference_memory(student, max(1, batch), device="cpu") - 4 * params)
 
-    n_parity = min(shard_size, sizes["val"])
-    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["export_onnx"], "torch weights": 4 * params,
-            "model copies": ONNX_MODEL_COPIES["export_onnx"] * fp32, "val shard": n_parity * pixels,
-            "parity batch": forward(min(256, n_parity)) + min(256, n_parity) * pixels * 4,
-            "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * forward(min(256, n_parity))}
+def predict_export_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
+    """ONNX fp32 export, with the parity check on the first val shard."""
+    n_parity = min(inp.shard_size, inp.sizes["val"])
+    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["export_onnx"], "torch weights": 4 * onnx.params,
+            "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.fp32, "val shard": n_parity * inp.pixels,
+            "parity batch": onnx.forward(min(256, n_parity)) + min(256, n_parity) * inp.pixels * 4,
+            "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * onnx.forward(min(256, n_parity))}
     host = {k: int(v) for k, v in host.items()}
-    stages.append(StagePlan("export_onnx", "student", sum(host.values()), fp32, samples=n_parity,
-                            detail={"host": host, "disk": {"student.onnx (estimate)": fp32}, "onnx": sizes_onnx}))
-    qcfg = cfg["quantize"]
-    calib = min(qcfg["calibration_samples"], sizes["train"]) if qcfg["method"] == "static" else 0
-    batch = max(min(64, calib), min(256, sizes["test"]))  # calibration batches of 64, accuracy batches of 256
+    return StagePlan("export_onnx", "student", sum(host.values()), onnx.fp32, samples=n_parity,
+                     detail={"host": host, "disk": {"student.onnx (estimate)": onnx.fp32}, "onnx": onnx.sizes})
+
+
+def predict_quantize_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
+    qcfg = inp.cfg["quantize"]
+    calib = min(qcfg["calibration_samples"], inp.sizes["train"]) if qcfg["method"] == "static" else 0
+    batch = max(min(64, calib), min(256, inp.sizes["test"]))  # calibration batches of 64, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
-            "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * fp32 + int8,
-            "largest batch forward": forward(batch) + batch * pixels * 4,
-            "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * forward(batch)}
+            "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * onnx.fp32 + onnx.int8,
+            "largest batch forward": onnx.forward(batch) + batch * inp.pixels * 4,
+            "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * onnx.forward(batch)}
     host = {k: int(v) for k, v in host.items()}
-    stages.append(StagePlan("quantize_onnx", "student", sum(host.values()), int8, samples=calib,
-                            detail={"host": host, "disk": {"student.int8.onnx (estimate)": int8}}))
-    batch = max(max(dcfg["batch_sizes"]), min(256, sizes["test"]))  # timing batches, accuracy batches of 256
-    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["deploy_benchmark"],
-            "models (torch, ONNX fp32, int8)": 4 * params + fp32 + int8, "test images": sizes["test"] * pixels,
-            "largest batch forward": forward(batch) + batch * pixels * 4,
-            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * forward(batch)}
-    host = {k: int(v) for k, v in host.items()}
-    reports = _deploy_report_bytes(cfg, student, fp32, int8, sizes["test"])
-    stages.append(StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
-                            detail={"host": host, "disk": reports}))
+    return StagePlan("quantize_onnx", "student", sum(host.values()), onnx.int8, samples=calib,
+                     detail={"host": host, "disk": {"student.int8.onnx (estimate)": onnx.int8}})
 
-    disk_totals = {
+
+def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
+    dcfg = inp.cfg["deploy_benchmark"]
+    n_test = inp.sizes["test"]
+    batch = max(max(dcfg["batch_sizes"]), min(256, n_test))  # timing batches, accuracy batches of 256
+    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["deploy_benchmark"],
+            "models (torch, ONNX fp32, int8)": 4 * onnx.params + onnx.fp32 + onnx.int8, "test images": n_test * inp.pixels,
+            "largest batch forward": onnx.forward(batch) + batch * inp.pixels * 4,
+            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.forward(batch)}
+    host = {k: int(v) for k, v in host.items()}
+    reports = _deploy_report_bytes(inp.cfg, inp.student, onnx.fp32, onnx.int8, n_test)
+    return StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
+                     detail={"host": host, "disk": reports})
+
+
+def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StagePlan, int], encoded_peak: int,
+                 student: tuple[StagePlan, int], onnx: StudentOnnx) -> dict[str, int]:
+    """Disk per artifact group at its peak; `stages` ends with the three deploy stages."""
+    keep_last = inp.cfg["student"]["checkpoint"]["keep_last"]
+    return {
         "corpus": stages[0].disk_written_bytes,
         "cache": sum(s.disk_written_bytes for s in stages if s.rule == "render"),
-        "teacher": t_stage.disk_written_bytes + t_ckpt,
+        "teacher": teacher[0].disk_written_bytes + teacher[1],
         "encoded shards (temp, at their peak)": encoded_peak,
         "consolidated dataset": sum(s.disk_written_bytes for s in stages if s.rule == "consolidate"),
         # keep_last checkpoints, plus the new one written before rotation deletes the oldest
-        "student checkpoints (peak)": (cfg["student"]["checkpoint"]["keep_last"] + 1) * s_ckpt,
-        "student": s_stage.disk_written_bytes,
+        "student checkpoints (peak)": (keep_last + 1) * student[1],
+        "student": student[0].disk_written_bytes,
         "deploy (ONNX fp32 + int8, reports)": sum(s.disk_written_bytes for s in stages[-3:]),
         # quantize_onnx's temporaries: the pre-processed fp32 model and the int8 file before it is accepted
-        "ONNX temporaries (quantize)": fp32 + int8,
+        "ONNX temporaries (quantize)": onnx.fp32 + onnx.int8,
     }
+
+
+def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
+    """Every stage's prediction plus the disk totals; `cfg` is a resolved config.
+
+    exact: generate (or read) the corpus as the corpus rule will, so split sizes, cache manifests and the
+    atlas are what the stages will write; otherwise estimate them (the disk preflight, before any job).
+    """
+    inp = plan_inputs(cfg, exact)
+    stages = [predict_corpus(inp), predict_baseline(inp), *predict_render(inp)]
+    teacher = predict_train_teacher(inp)
+    stages.append(teacher[0])
+    encoded_peak = 0
+    for split in cfg["encode"]["splits"]:  # encode (one job per shard), then consolidate (one per split)
+        encode = predict_encode(inp, split)
+        encoded_peak += sum(s.disk_written_bytes for s in encode)
+        stages += [*encode, predict_consolidate(inp, split)]
+    student = predict_train_student(inp)
+    onnx = student_onnx(inp)
+    stages += [student[0], predict_export_onnx(inp, onnx), predict_quantize_onnx(inp, onnx),
+               predict_deploy_benchmark(inp, onnx)]
+    disk_totals = _disk_totals(inp, stages, teacher, encoded_peak, student, onnx)
     # Encoded shards are deleted split by split as each consolidates; counting them all next to
     # every dataset makes this an upper bound on the DAG's disk peak, whatever the job order.
     disk_peak = sum(disk_totals.values())
+    report = inp.report
     return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
             "disk": disk_totals, "disk_peak_bytes": disk_peak,
             "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp, at their peak)"]
-            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * s_ckpt
+            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * student[1]
             - disk_totals["ONNX temporaries (quantize)"],
-            "device": "cuda" if cuda else "cpu", "precision": precision,
+            "device": "cuda" if inp.cuda else "cpu", "precision": inp.precision,
             "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
                             "cpu_infer_factor": CPU_INFER_FACTOR, "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
                             "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
