@@ -17,21 +17,26 @@ from tqdm.auto import tqdm
 
 from .engine import autocast_context, halve_on_oom
 from .io import atomic_path
-from .model import TRMVisionEncoder, checksum_bits
+from .model import EncoderConfig, TRMVisionEncoder, checksum_bits
 from .timing import ComponentTimer
 
 ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
 
 
-def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
-    c = model.cfg
+def encoded_fields(cfg: EncoderConfig, n: int) -> dict[str, tuple[tuple[int, ...], type]]:
+    """Shape and dtype of every array encode writes for `n` samples: the planner sizes encoded shards and the
+    consolidated dataset from this same spec."""
     return {
-        "sketches": np.empty((n, c.num_capsules, c.dim), np.float16),
-        "children": np.empty((n, c.num_capsules, c.num_children, c.dim), np.float16),
-        "checksums": np.empty((n, c.num_capsules, c.checksum_bits // 8), np.uint8),
-        "logits": np.empty((n, c.num_classes), np.float32),
-        "labels": np.empty((n,), np.int64),
+        "sketches": ((n, cfg.num_capsules, cfg.dim), np.float16),
+        "children": ((n, cfg.num_capsules, cfg.num_children, cfg.dim), np.float16),
+        "checksums": ((n, cfg.num_capsules, cfg.checksum_bits // 8), np.uint8),
+        "logits": ((n, cfg.num_classes), np.float32),
+        "labels": ((n,), np.int64),
     }
+
+
+def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
+    return {name: np.empty(shape, dtype) for name, (shape, dtype) in encoded_fields(model.cfg, n).items()}
 
 
 def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tuple[int, int, torch.Tensor]]:

@@ -207,6 +207,12 @@ def split_batch(batch_size: int, accum: int, world: int, desc: str) -> int:
     return micro
 
 
+def schedule(n: int, batch_size: int, epochs: float) -> tuple[int, int]:
+    """Optimizer steps per epoch and in all: whole batches only, at least one step (the planner uses it too)."""
+    steps_per_epoch = n // batch_size
+    return steps_per_epoch, max(1, round(epochs * steps_per_epoch))
+
+
 def is_oom(err: BaseException) -> bool:
     """CUDA's out-of-memory error, and on CPU a MemoryError or torch's failed allocation."""
     text = str(err).lower()
@@ -396,8 +402,7 @@ class Trainer:
         n = len(train_set)
         if n < train.batch_size:
             raise ValueError(f"{desc}: train split has {n} samples, fewer than batch_size {train.batch_size}")
-        self.steps_per_epoch = n // train.batch_size
-        self.total_steps = max(1, round(train.epochs * self.steps_per_epoch))
+        self.steps_per_epoch, self.total_steps = schedule(n, train.batch_size, train.epochs)
         warmup = max(1, int(train.warmup_fraction * self.total_steps))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(self.total_steps, warmup))
         self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")

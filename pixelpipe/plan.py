@@ -539,9 +539,11 @@ run_fingerprint_placeholder = "0" * 16  # train.run_fingerprint: 16 hex digits
 
 
 def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
+    """Batch and optimizer steps as engine.schedule counts them (an `auto` batch is planned at 64)."""
+    from .engine import schedule
+
     bs = tcfg["batch_size"] if tcfg["batch_size"] != "auto" else 64
-    steps_per_epoch = max(1, n_train // bs)
-    return bs, max(1, round(tcfg["epochs"] * steps_per_epoch))
+    return bs, schedule(max(n_train, bs), bs, tcfg["epochs"])[1]
 
 
 @dataclass(frozen=True)
@@ -696,8 +698,10 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
 
 
 def predict_train_teacher(inp: PlanInputs) -> tuple[StagePlan, int]:
-    """train.train_teacher keeps 1 checkpoint every 200 steps."""
-    return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=1, every=200)
+    """The teacher's checkpoint policy is train.train_teacher's."""
+    from .train import TEACHER_EVERY_STEPS, TEACHER_KEEP_LAST
+
+    return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=TEACHER_KEEP_LAST, every=TEACHER_EVERY_STEPS)
 
 
 def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
@@ -711,11 +715,10 @@ def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
 
 
 def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
-    """Shapes and dtypes of the teacher outputs for `n` samples (an encoded shard, a dataset split)."""
-    t, k = inp.teacher, inp.teacher.num_capsules
-    return {"sketches": ((n, k, t.dim), np.float16), "children": ((n, k, t.num_children, t.dim), np.float16),
-            "checksums": ((n, k, t.checksum_bits // 8), np.uint8), "logits": ((n, inp.classes), np.float32),
-            "labels": ((n,), np.int64)}
+    """The teacher outputs for `n` samples (an encoded shard, a dataset split), as encode writes them."""
+    from .encode import encoded_fields
+
+    return encoded_fields(inp.teacher, n)
 
 
 def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:

@@ -30,6 +30,9 @@ from .parts import PartTimer
 from .model import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
 
 METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
+# The teacher's checkpoint policy (it has no checkpoint config: its run is short and its outputs are final);
+# the planner sizes the teacher's checkpoint directory from these.
+TEACHER_KEEP_LAST, TEACHER_EVERY_STEPS = 1, 200
 
 
 def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
@@ -240,7 +243,7 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
     return _train_and_save(
         "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
-        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=1, every_steps=200, threads=threads,
+        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=TEACHER_KEEP_LAST, every_steps=TEACHER_EVERY_STEPS, threads=threads,
         extra_config=model_extras(cfg["teacher"], labels, train_split),
         log=log, engine=engine, info=info,
         device=device, profile_dir=profile_dir,
