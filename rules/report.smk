@@ -14,7 +14,8 @@ rule plan:
     benchmark:
         "benchmarks/plan/plan.tsv"
     conda:
-        "../envs/torch.yaml"
+        # the planner builds the corpus (Faker, pandas), renders its atlas and sizes torch models
+        "../envs/data.yaml"
     script:
         "../workflow_scripts/plan.py"
 
