@@ -132,9 +132,10 @@ def load_training_state(
     verify_file(tensors_path, meta.get("safetensors_sha256"), str(json_path), None)
     tensors = load_file(str(tensors_path))
     subs = {prefix: _module_tensors(tensors, prefix, module, tensors_path) for prefix, module in modules.items()}
+    # the optimizer first: its state is the part that can still be rejected, and it holds no module weights
+    optimizer.load_state_dict(_unflatten_optimizer(tensors, meta["optimizer"]))
     for prefix, module in modules.items():
         getattr(module, "_orig_mod", module).load_state_dict(subs[prefix])
-    optimizer.load_state_dict(_unflatten_optimizer(tensors, meta["optimizer"]))
     torch.set_rng_state(tensors["rng.torch"])
     if "rng.cuda" in tensors and torch.cuda.is_available():
         torch.cuda.set_rng_state(tensors["rng.cuda"])

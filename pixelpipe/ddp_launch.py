@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import distributed
-from .engine import TrainResult
+from .engine import TrainResult, available_cores
 from .io import read_json, write_json
 
 PATH_ARGS = ("cache_root", "dataset_dir", "teacher_dir", "labels_path", "out_dir", "ckpt_dir", "profile_dir")
@@ -39,7 +39,7 @@ def torchrun_command(processes: int, spec: Path) -> list[str]:
 
 def rank_threads(threads: int | None, processes: int) -> int:
     """Each rank's share of the job's cores (Snakemake may grant more threads than the machine has cores)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = available_cores()
     return max(1, min(threads or cores, cores) // processes)
 
 

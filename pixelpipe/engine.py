@@ -240,15 +240,20 @@ def halve_on_oom(run: Callable[[int], T], batch_size: int, what: str, log: Calla
         log(f"{what}: out of memory; retrying with batch size {batch_size}")
 
 
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), which can be fewer than the machine has."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def configure_backends(settings: EngineSettings, threads: int | None = None) -> None:
     torch.backends.cuda.matmul.allow_tf32 = settings.tf32
     torch.backends.cudnn.allow_tf32 = settings.tf32
     torch.backends.cudnn.benchmark = True
-    n = settings.threads or threads
+    # engine.threads is the job's; under DDP each rank takes its share (`threads` already is a rank's share)
+    n = (settings.threads // max(1, settings.ddp_processes) or 1) if settings.threads else threads
     if n:
         # More intra-op threads than cores only spin-wait (Snakemake may grant a rule more threads than cores).
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or n)
-        torch.set_num_threads(max(1, min(n, cores)))
+        torch.set_num_threads(max(1, min(n, available_cores())))
 
 
 def autocast_context(device: torch.device, precision: str):

@@ -172,5 +172,5 @@ def export_and_verify(student_dir: str | os.PathLike, out_path: str | os.PathLik
         log("parity: " + report.describe())
         if not report.ok:
             raise ParityError(f"ONNX export of {student_dir} failed the parity check: {report.describe()}")
-        os.replace(tmp_model, out_path)
+        io.publish(tmp_model, out_path)
     return report

@@ -8,6 +8,8 @@ model on one 96-character line so a laptop finishes in minutes.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 REFERENCE_TEACHER = {"stem": "pair", "mixer_kernel": 3, "dim": 768, "depth": 2, "heads": 12, "mlp_ratio": 4.0,
@@ -77,19 +79,27 @@ def detect_device(device: str = "auto") -> DeviceInfo:
 def probe_device(device: str = "auto") -> DeviceInfo:
     """The device for `hardware.profile: auto` when the workflow is parsed, without importing torch.
 
-    nvidia-smi answers for the first GPU; where it is absent there is no CUDA device to use, and
-    where it cannot report the compute capability (old drivers) torch is asked after all.
+    nvidia-smi answers for the first GPU torch would use (the first of CUDA_VISIBLE_DEVICES; none when it
+    is empty or -1); where it is absent there is no CUDA device to use, and where it cannot report the
+    compute capability (old drivers) torch is asked after all.
     """
     import shutil
     import subprocess
 
     import psutil
 
+    cpu = DeviceInfo("cpu", "cpu", psutil.virtual_memory().total, None)
+    # torch sees only CUDA_VISIBLE_DEVICES; nvidia-smi sees every GPU, so ask it for torch's first one
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = visible.split(",")[0].strip() if visible is not None else "0"
+    if device == "auto" and first in ("", "-1"):
+        return cpu
     smi = shutil.which("nvidia-smi") if device in ("auto", "cuda") else None
     if smi is None:
-        return detect_device(device) if device == "cuda" else DeviceInfo("cpu", "cpu", psutil.virtual_memory().total, None)
+        return detect_device(device) if device == "cuda" else cpu
     try:
-        out = subprocess.run([smi, "--query-gpu=name,memory.total,compute_cap", "--format=csv,noheader,nounits"],
+        out = subprocess.run([smi, "-i", first, "--query-gpu=name,memory.total,compute_cap",
+                              "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()[0]
         name, mib, cap = (f.strip() for f in out.split(","))
         major, minor = (int(x) for x in cap.split("."))

@@ -45,6 +45,13 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def publish(tmp_path: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Durably give a finished temporary file its final name: flush it, rename it, flush the directory."""
+    fsync_path(tmp_path)
+    os.replace(tmp_path, path)
+    fsync_path(Path(path).parent)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success flush it, rename it over `path` and flush the directory.
@@ -56,9 +63,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     tmp_path = _create_temp(path, suffix)
     try:
         yield tmp_path
-        fsync_path(tmp_path)
-        os.replace(tmp_path, path)
-        fsync_path(path.parent)
+        publish(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()

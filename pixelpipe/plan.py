@@ -885,18 +885,6 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
                             "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
 
 
-def stage_prediction(cfg: dict, rule: str, name: str) -> dict[str, Any] | None:
-    """The prediction for one job (what its StageMeter stores); None if the plan has no such stage."""
-    try:
-        plan = plan_workflow(cfg)
-    except Exception as err:  # a planner bug must never fail a stage
-        return {"error": f"{type(err).__name__}: {err}"}
-    for s in plan["stages"]:
-        if s["rule"] == rule and s["name"] == name:
-            return {k: v for k, v in s.items() if k not in ("rule", "name", "key")}
-    return None
-
-
 # ---- disk preflight -----------------------------------------------------------------------------
 class DiskSpaceError(RuntimeError):
     """The predicted disk peak does not fit the free space of the results filesystem."""

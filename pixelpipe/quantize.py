@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import onnxmodel
+from . import io, onnxmodel
 from .settings import Section
 
 
@@ -166,7 +166,7 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
         import onnx
 
         onnx.checker.check_model(str(q_tmp))
-        os.replace(q_tmp, out_path)
+        io.publish(q_tmp, out_path)
     return info
 
 
@@ -193,5 +193,5 @@ def quantize_and_verify(fp32_path: str | os.PathLike, out_path: str | os.PathLik
         log(msg)
         if not drop <= settings.max_accuracy_drop:  # NaN fails too
             raise AccuracyDropError(f"int8 model {out_path} rejected: {msg}")
-        os.replace(q_tmp, out_path)
+        io.publish(q_tmp, out_path)
     return info

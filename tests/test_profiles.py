@@ -73,3 +73,19 @@ def test_every_profile_key_exists_in_the_schema():
             sub = props[section]["properties"]
             for key in values:
                 assert key in sub, f"profile {name}: {section}.{key}"
+
+
+def test_probe_device_asks_for_the_gpu_torch_would_use(tmp_path, monkeypatch):
+    """nvidia-smi lists every GPU; torch only CUDA_VISIBLE_DEVICES: the probe follows torch."""
+    from pixelpipe.hardware import probe_device
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\n[ "$2" = 1 ] && echo "NVIDIA H100 80GB HBM3, 81559, 9.0" || echo "Tesla T4, 15360, 7.5"\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert probe_device("auto").name.startswith("NVIDIA H100")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert probe_device("auto").kind == "cpu"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert probe_device("auto").name == "Tesla T4"

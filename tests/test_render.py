@@ -153,3 +153,13 @@ def test_render_split_errors(tmp_path):
         _split(tmp_path, "x", ["a"] * 13)
     with pytest.raises(ValueError, match=f"row 5: .*{CJK}"):
         _split(tmp_path, "y", ["a"] * 5 + [CJK] + ["b"] * 3)
+
+
+def test_fast_path_agrees_with_clusters_on_every_joining_character():
+    """Soft hyphen, Arabic letter mark, Thaana and Myanmar marks join their base like any Mn/Me/Cf."""
+    from pixelpipe.atlas import clusters, is_plain
+
+    for mark in ("\u00ad", "\u061c", "\u07a6", "\u102d", "\U000e0020"):
+        text = "a" + mark
+        assert not is_plain(text) and clusters(text) == [text]
+    assert is_plain("Guten Tag, שלום, привет") and clusters("ab") == ["a", "b"]
