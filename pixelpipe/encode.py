@@ -119,22 +119,25 @@ def encode_images(
     pending: Pending | None = None
     bar = tqdm(total=n, desc=desc, unit="img", disable=not progress, mininterval=1.0)
     batches = _read_batches(images, batch_size, pin=cuda)
-    while True:
-        t.start("read_h2d")
-        item = next(batches, None)
-        if item is None:
-            break
-        start, stop, batch = item
-        host, event = _forward_to_host(model, batch.to(device, non_blocking=True), device, precision, t)
+    try:
+        while True:
+            t.start("read_h2d")
+            item = next(batches, None)
+            if item is None:
+                break
+            start, stop, batch = item
+            host, event = _forward_to_host(model, batch.to(device, non_blocking=True), device, precision, t)
+            if pending is not None:
+                _drain(out, pending)
+            pending = (start, stop, host, event)
+            bar.update(stop - start)
         if pending is not None:
+            t.start("to_host")
             _drain(out, pending)
-        pending = (start, stop, host, event)
-        bar.update(stop - start)
-    if pending is not None:
-        t.start("to_host")
-        _drain(out, pending)
-    t.stop()
-    bar.close()
+    finally:  # also after out of memory: the read-ahead thread and its pinned batch go before a retry
+        t.stop()
+        batches.close()
+        bar.close()
     return out
 
 
