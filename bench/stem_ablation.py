@@ -137,7 +137,7 @@ def make_data(cfg: dict) -> tuple[dict, RenderSettings, list[str]]:
     for s in ("train", "val", "test"):
         part = df[split == s]
         images, full = renderer.render(part["text"].tolist())
-        data[f"{s}_x"], data[f"{s}_n"] = images, np.minimum(full, settings.capacity)
+        data[f"{s}_x"], data[f"{s}_n"] = images, np.minimum(full, settings.cells)
         data[f"{s}_y"] = np.array([labels.index(l) for l in part["label"]])
         data[f"{s}_text"] = part["text"].tolist()
     for kind, items in fresh_texts(40).items():

@@ -29,7 +29,7 @@ from torch import nn
 from torch.profiler import record_function
 from torch.utils.checkpoint import checkpoint
 
-from .settings import check_keys
+from .settings import CellGrid, check_keys
 
 STEMS = ("pair", "cell")
 NUM_CHILDREN = 4  # children per capsule (fixed by the architecture, not configured)
@@ -40,7 +40,7 @@ NOT_MODEL_KEYS = ("channels", "cell_height", "cell_width", "lines", "line_chars"
 
 
 @dataclass
-class EncoderConfig:
+class EncoderConfig(CellGrid):
     """The encoder's shape. Geometry comes from the render settings, the rest from `{role}.model`."""
 
     channels: int
@@ -86,17 +86,9 @@ class EncoderConfig:
         return asdict(self)
 
     @property
-    def image_height(self) -> int:
-        return self.lines * self.cell_height
-
-    @property
-    def image_width(self) -> int:
-        return self.line_chars * self.cell_width
-
-    @property
     def num_tokens(self) -> int:
         """One token per cell: a character (stem `cell`) or a character and the next (stem `pair`)."""
-        return self.lines * self.line_chars
+        return self.cells
 
     @property
     def stem_kernel(self) -> tuple[int, int]:

@@ -598,7 +598,7 @@ def plan_inputs(cfg: dict, exact: bool = True) -> PlanInputs:
     return PlanInputs(
         cfg=cfg, facts=facts, sizes=facts.sizes, planned=planned_split_sizes(cfg["corpus"]), layouts=layouts,
         atlas=layouts["train"][1], shard_size=cfg["render"]["shard_size"], geometry=settings.shape,
-        capacity=settings.capacity, pixels=int(np.prod(settings.shape)), classes=classes,
+        capacity=settings.cells, pixels=int(np.prod(settings.shape)), classes=classes,
         teacher=encoder_for(cfg, "teacher", classes), student=encoder_for(cfg, "student", classes),
         report=report, gflops=gflops, cuda=cuda, precision=cfg["engine"]["precision"] if cuda else "fp32",
         chars={split: sum(map(len, texts)) for split, (texts, _, _) in facts.splits.items()})

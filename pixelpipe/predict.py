@@ -66,7 +66,7 @@ def render_texts(texts: Sequence[str], config: dict[str, Any], where: Sequence[s
             raise InputError(f"{loc} has characters the model's fonts cannot draw: {missing!r}")
     images, full = Renderer(settings, atlas).render(list(texts))
     unseen = "".join(sorted({c for cluster in atlas.drawn for c in cluster}))
-    items = [Item(t, img, int(n), bool(n > settings.capacity)) for t, img, n in zip(texts, images, full)]
+    items = [Item(t, img, int(n), bool(n > settings.cells)) for t, img, n in zip(texts, images, full)]
     return items, unseen
 
 

@@ -26,14 +26,14 @@ from tqdm import tqdm
 
 from . import io
 from .atlas import GlyphAtlas, clusters, is_plain, normalize, undrawable
-from .settings import Section
+from .settings import CellGrid, Section
 from .summary import TRUNCATION_WARN_SHARE
 
 CACHE_FORMAT = "pixelpipe.cache/2"
 
 
 @dataclass(frozen=True)
-class RenderSettings(Section):
+class RenderSettings(Section, CellGrid):
     """Everything that changes a rendered pixel (stored in manifests and the model config)."""
 
     SECTION = "render"
@@ -70,21 +70,8 @@ class RenderSettings(Section):
         return d
 
     @property
-    def height(self) -> int:
-        return self.lines * self.cell_height
-
-    @property
-    def width(self) -> int:
-        return self.line_chars * self.cell_width
-
-    @property
-    def capacity(self) -> int:
-        """Clusters an image holds; longer texts are truncated to this many."""
-        return self.lines * self.line_chars
-
-    @property
     def shape(self) -> tuple[int, int, int]:
-        return (self.channels, self.height, self.width)
+        return (self.channels, self.image_height, self.image_width)
 
 
 def image_geometry(render: dict[str, Any]) -> tuple[int, int, int]:
@@ -117,7 +104,7 @@ class Renderer:
         Texts without combining marks (nearly all) go through one vectorized
         code point lookup; the others are split into clusters one by one.
         """
-        cap = self.settings.capacity
+        cap = self.settings.cells
         out = np.zeros((len(texts), cap), np.int32)
         full = np.zeros(len(texts), np.int64)
         normal = [normalize(t) for t in texts]
@@ -148,7 +135,7 @@ class Renderer:
         rows = np.ascontiguousarray(self.atlas.cells).view(np.dtype((np.void, s.cell_width)))[..., 0]  # [G, ch]
         pixel_rows = np.arange(s.cell_height)[None, None, :, None]
         gathered = np.ascontiguousarray(rows.T)[pixel_rows, indices.reshape(n, s.lines, 1, s.line_chars)]
-        gray = gathered.view(np.uint8).reshape(n, 1, s.height, s.width)
+        gray = gathered.view(np.uint8).reshape(n, 1, s.image_height, s.image_width)
         return np.ascontiguousarray(np.repeat(gray, 3, axis=1)) if s.channels == 3 else gray
 
     def render(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -206,7 +193,7 @@ def render_split(
                               round(n / elapsed, 1))
     if log is not None and n and manifest["truncated_share"] > TRUNCATION_WARN_SHARE:
         log(f"warning: {manifest['truncated']} of {n} texts ({100 * manifest['truncated_share']:.1f} %) have more "
-            f"than {settings.capacity} characters and were truncated; raise render.line_chars or render.lines")
+            f"than {settings.cells} characters and were truncated; raise render.line_chars or render.lines")
     io.write_json(manifest_path, manifest)
     return manifest
 
@@ -239,13 +226,13 @@ def split_manifest(settings: RenderSettings, shard_size: int, files: Sequence[st
     lengths per row (training windows need them) and how many texts were truncated.
     """
     n = len(full)
-    lengths = np.minimum(full, settings.capacity)
+    lengths = np.minimum(full, settings.cells)
     shards = []
     for s, (file, sha) in enumerate(zip(files, sha256s)):
         lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
         shards.append({"file": file, "count": hi - lo, "sha256": sha, "labels": list(labels[lo:hi]),
                        "ids": list(ids[lo:hi]), "lengths": lengths[lo:hi].tolist()})
-    n_truncated = int((np.asarray(full) > settings.capacity).sum())
+    n_truncated = int((np.asarray(full) > settings.cells).sum())
     return {"format": CACHE_FORMAT, "render": settings.to_dict(), "shard_size": shard_size, "count": n,
             "truncated": n_truncated, "truncated_share": n_truncated / n if n else 0.0,
             "longest_clusters": int(np.max(full, initial=0)), "shards": shards, "images_per_s": images_per_s,

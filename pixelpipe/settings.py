@@ -44,3 +44,21 @@ class Section:
     def section_keys(cls) -> list[str]:
         """The config keys this class reads: its init fields."""
         return [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+
+
+class CellGrid:
+    """Geometry of a glyph-aligned image, shared by the render settings and the encoder config (both carry
+    `lines`, `line_chars`, `cell_height` and `cell_width`): `lines` x `line_chars` cells of one character."""
+
+    @property
+    def image_height(self) -> int:
+        return self.lines * self.cell_height
+
+    @property
+    def image_width(self) -> int:
+        return self.line_chars * self.cell_width
+
+    @property
+    def cells(self) -> int:
+        """Characters (grapheme clusters) an image holds; longer texts are truncated to this many."""
+        return self.lines * self.line_chars
