@@ -72,7 +72,7 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     import torch
 
     from .distill import ClassificationObjective
-    from .engine import EngineSettings, Trainer, TrainSettings, configure_backends
+    from .engine import EngineSettings, Trainer, TrainSettings, configure_backends, intra_op_threads
     from .hardware import detect_device
     from .measure import RSSSampler
     from .model import TRMVisionEncoder, flops_per_sample
@@ -82,7 +82,7 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     device = torch.device(info.kind)
     engine = EngineSettings.from_config({**cfg["engine"], **spec["engine"], "progress": False, "profiler": False,
                                          "num_workers": 0}, info)
-    configure_backends(engine, threads)
+    configure_backends(engine.tf32, intra_op_threads(engine.threads, 1, threads))
     bm = cfg["benchmark_matrix"]
     steps, warmup, bs = bm["steps"], bm["warmup_steps"], spec["batch_size"]
     torch.manual_seed(0)

@@ -9,6 +9,7 @@ Errors name the offending key before any job runs.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,46 @@ from .hardware import PROFILES, auto_profile, probe_device
 SCHEMA_PATH = Path(__file__).resolve().parent / "config.schema.yaml"  # ships with the package
 
 
-# Engine switches that cannot change what a run computes: left out of Snakemake params and run fingerprints.
-# ddp_processes: the processes together see the samples, windows and steps of one process (only float
-# summation order differs, as with threads), so a checkpoint resumes at any process count.
-ENGINE_RUNTIME_ONLY = ("progress", "profiler", "threads", "num_workers", "pin_memory", "persistent_workers",
-                       "prefetch_factor", "ddp_processes", "loss_every_steps")
+RUNTIME_PREFIX = "engine_"  # the Snakemake resource that carries a runtime-only engine switch
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_keys(section: str = "engine") -> tuple[str, ...]:
+    """The switches of `section` marked `x-runtime: true` in the schema: they cannot change what a run
+    computes, so they stay out of Snakemake params (no rerun) and out of run fingerprints.
+
+    ddp_processes is one: the processes together see the samples, windows and steps of one process (only
+    float summation order differs, as with threads), so a checkpoint resumes at any process count.
+    """
+    props = load_schema()["properties"][section]["properties"]
+    return tuple(k for k, v in props.items() if v.get("x-runtime"))
 
 
 def output_affecting(engine_cfg: dict) -> dict:
     """The engine switches that can change what training produces (Snakemake params, run fingerprints)."""
-    return {k: v for k, v in engine_cfg.items() if k not in ENGINE_RUNTIME_ONLY}
+    runtime = runtime_keys()
+    return {k: v for k, v in engine_cfg.items() if k not in runtime}
+
+
+def runtime_resources(engine_cfg: dict, keys: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Runtime-only engine switches as integer Snakemake resources (`engine_threads=4`): declared by the
+    rule, read by its script, and, unlike params, never a reason to rerun a job."""
+    return {RUNTIME_PREFIX + k: int(engine_cfg[k]) for k in (keys or runtime_keys())}
+
+
+def runtime_switches(resources: Any, keys: tuple[str, ...] | None = None) -> dict:
+    """The runtime-only engine switches a job declared as resources, with their schema types back."""
+    props = load_schema()["properties"]["engine"]["properties"]
+    switches = {}
+    for key in keys or runtime_keys():
+        value = getattr(resources, RUNTIME_PREFIX + key)
+        switches[key] = bool(value) if props[key]["type"] == "boolean" else int(value)
+    return switches
+
+
+def engine_section(params_engine: dict, resources: Any) -> dict:
+    """A training rule's whole engine section: its params (output-affecting) plus its resources (runtime)."""
+    return {**params_engine, **runtime_switches(resources)}
 
 
 class ConfigError(ValueError):
@@ -142,7 +173,8 @@ def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, 
             t = sub.get("type", "object")
             kind = " or ".join(t) if isinstance(t, list) else t
         default = sub.get("default", "")
-        rows.append((path, kind, "`" + json_compact(default) + "`", sub.get("description", "")))
+        note = " *Runtime only: reaches the jobs as a resource, changing it reruns nothing.*" if sub.get("x-runtime") else ""
+        rows.append((path, kind, "`" + json_compact(default) + "`", sub.get("description", "") + note))
     return rows
 
 

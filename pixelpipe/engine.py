@@ -245,15 +245,19 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def configure_backends(settings: EngineSettings, threads: int | None = None) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = settings.tf32
-    torch.backends.cudnn.allow_tf32 = settings.tf32
+def intra_op_threads(engine_threads: int, processes: int, job_threads: int | None) -> int | None:
+    """torch threads for one process: engine.threads is the job's, so each DDP rank takes its share;
+    0 keeps the job's own count (`job_threads`, already a rank's share under DDP)."""
+    return (engine_threads // max(1, processes) or 1) if engine_threads else job_threads
+
+
+def configure_backends(tf32: bool, threads: int | None = None) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
-    # engine.threads is the job's; under DDP each rank takes its share (`threads` already is a rank's share)
-    n = (settings.threads // max(1, settings.ddp_processes) or 1) if settings.threads else threads
-    if n:
+    if threads:
         # More intra-op threads than cores only spin-wait (Snakemake may grant a rule more threads than cores).
-        torch.set_num_threads(max(1, min(n, available_cores())))
+        torch.set_num_threads(max(1, min(threads, available_cores())))
 
 
 def autocast_context(device: torch.device, precision: str):

@@ -1,20 +1,20 @@
 """Memory and time reports: every stage's prediction against its measurement, with plots.
 
-Inputs are only files the stages already wrote: results/plan.json (the
-planner's predictions, made once before the stages ran),
-results/metrics/{rule}/{name}.json (StageMeter: what each stage measured),
-benchmarks/{rule}/{name}.tsv (Snakemake's own benchmark:), and
-results/{teacher,student}/metrics.csv. Every number is labelled as measured
+Inputs are only files the stages already wrote, each declared by the report
+rule: results/plan.json (the planner's predictions, made once before the
+stages ran), results/metrics/{rule}/{name}.json (StageMeter: what each stage
+measured), benchmarks/{rule}/{name}.tsv (Snakemake's own benchmark:), the
+models' config.json and metrics.csv, and the cache manifests. Every number is labelled as measured
 or predicted; error % = (predicted - measured) / measured.
 """
 
 from __future__ import annotations
 
 import csv
-import glob
 import os
 import platform
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import psutil
@@ -62,26 +62,27 @@ def _rule_key(rule: str) -> int:
     return RULE_ORDER.index(rule) if rule in RULE_ORDER else len(RULE_ORDER)
 
 
-def load_metrics(results: Path) -> list[dict]:
+def load_metrics(metrics_paths: Iterable[str | os.PathLike],
+                 benchmark_paths: Iterable[str | os.PathLike] = ()) -> list[dict]:
+    """The StageMeter JSONs the report rule declares, each with its job's Snakemake benchmark row
+    (`benchmarks/{rule}/{name}.tsv` pairs with `results/metrics/{rule}/{name}.json`), in DAG order."""
+    benchmarks = {f"{Path(p).parent.name}/{Path(p).stem}": p for p in benchmark_paths}
     out = []
-    for p in sorted(glob.glob(str(results / "metrics" / "*" / "*.json"))):
+    for p in metrics_paths:
         m = read_json(p)
         m["name"] = Path(p).stem
         m["key"] = f"{m['rule']}/{m['name']}"
+        bench = benchmarks.get(f"{Path(p).parent.name}/{m['name']}")
+        m["snakemake_benchmark"] = read_benchmark_tsv(bench) if bench else None
         out.append(m)
     return sorted(out, key=lambda m: (_rule_key(m["rule"]), m.get("started_at", 0), m["name"]))
 
 
-def load_benchmark_tsv(root: Path, rule: str, name: str) -> dict | None:
-    """Snakemake's benchmark row for a job (render's jobs are named render_{split})."""
-    for r in ([f"render_{name}"] if rule == "render" else []) + [rule]:
-        p = root / "benchmarks" / r / f"{name}.tsv"
-        if p.exists():
-            with open(p) as f:
-                rows = list(csv.DictReader(f, delimiter="\t"))
-            if rows:
-                return {k: _num(v) for k, v in rows[-1].items()}
-    return None
+def read_benchmark_tsv(path: str | os.PathLike) -> dict | None:
+    """The last row of a Snakemake `benchmark:` file (None when it is empty)."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return {k: _num(v) for k, v in rows[-1].items()} if rows else None
 
 
 def _num(v: str) -> Any:
@@ -157,7 +158,7 @@ def memory_markdown(rows: list[dict], plan: dict, machine: str, tolerance: float
     return "\n".join(lines)
 
 
-def time_markdown(rows: list[dict], metrics: list[dict], root: Path, machine: str) -> str:
+def time_markdown(rows: list[dict], metrics: list[dict], machine: str) -> str:
     lines = ["# Time per stage", "", f"Measured on: {machine}. `wall` is StageMeter's (the stage body); "
              "`snakemake s` is Snakemake's benchmark (the whole job, interpreter start included); "
              "`predicted` comes from the planner where a throughput figure is known.", "",
@@ -167,7 +168,7 @@ def time_markdown(rows: list[dict], metrics: list[dict], root: Path, machine: st
     for r in rows:
         m = by_key[r["key"]]
         w = r["resources"].get("wall_s", {})
-        b = load_benchmark_tsv(root, m["rule"], m["name"])
+        b = m["snakemake_benchmark"]
         lines.append(f"| {r['key']} | {m.get('samples', '-')} | {m['wall_s']:.2f} s | "
                      f"{b['s']:.2f} s | " if b else f"| {r['key']} | {m.get('samples', '-')} | {m['wall_s']:.2f} s | - | ")
         lines[-1] += (f"{m['samples_per_s']:.0f} | " if m.get("samples_per_s") else "- | ")
@@ -371,12 +372,13 @@ def summary_markdown(rows: list[dict], metrics: list[dict], plan: dict, machine:
     return "\n".join(lines)
 
 
-def write_reports(results: str | os.PathLike, plan: dict, out_dir: str | os.PathLike, root: str | os.PathLike = ".",
-                  tolerance: float = 15.0) -> dict:
-    """`plan` is what pixelpipe.plan predicted (results/plan.json); `results` holds every stage's metrics."""
-    results, out, root = Path(results), Path(out_dir), Path(root)
+def write_reports(metrics_paths: Iterable[str | os.PathLike], benchmark_paths: Iterable[str | os.PathLike],
+                  results: str | os.PathLike, plan: dict, out_dir: str | os.PathLike, tolerance: float = 15.0) -> dict:
+    """`plan` is what pixelpipe.plan predicted (results/plan.json); `metrics_paths` and `benchmark_paths` are
+    every job's StageMeter JSON and Snakemake benchmark; `results` holds the models' metrics and manifests."""
+    results, out = Path(results), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    metrics = load_metrics(results)
+    metrics = load_metrics(metrics_paths, benchmark_paths)
     rows = compare(metrics, plan)
     disk = disk_over_dag(metrics, plan)
     machine = machine_description()
@@ -386,16 +388,13 @@ def write_reports(results: str | os.PathLike, plan: dict, out_dir: str | os.Path
                                                 for r in rows],
                                      "disk_plan": plan["disk"], "disk_peak_predicted_bytes": plan["disk_peak_bytes"],
                                      "disk_over_dag": disk})
-    times = []
-    for r, m in zip(rows, metrics):
-        b = load_benchmark_tsv(root, m["rule"], m["name"])
-        times.append({"key": r["key"], "rule": r["rule"], "wall_s": r["resources"].get("wall_s"),
-                      "samples": m.get("samples"), "samples_per_s_measured": m.get("samples_per_s"),
-                      "snakemake_benchmark": b, "components": m.get("components"),
-                      "forward_parts": m.get("forward_parts")})
+    times = [{"key": r["key"], "rule": r["rule"], "wall_s": r["resources"].get("wall_s"),
+              "samples": m.get("samples"), "samples_per_s_measured": m.get("samples_per_s"),
+              "snakemake_benchmark": m["snakemake_benchmark"], "components": m.get("components"),
+              "forward_parts": m.get("forward_parts")} for r, m in zip(rows, metrics)]
     write_json(out / "time.json", {"machine": machine, "stages": times})
     write_text(out / "memory.md", memory_markdown(rows, plan, machine, tolerance))
-    write_text(out / "time.md", time_markdown(rows, metrics, root, machine))
+    write_text(out / "time.md", time_markdown(rows, metrics, machine))
     write_text(out / "summary.md", summary_markdown(rows, metrics, plan, machine, tolerance, results))
     make_plots(out, rows, metrics, disk, results)
     return {"rows": rows, "plan": plan}

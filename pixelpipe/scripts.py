@@ -35,3 +35,12 @@ def stage(sm: Any) -> Iterator[tuple[Callable[[str], None], StageMeter | None]]:
         outputs = [str(f) for f in sm.output if str(f) != str(metrics)]
         with StageMeter(stage_name(sm.rule), metrics, outputs) as meter:
             yield log, meter
+
+
+def training_config(sm: Any, role: str) -> dict:
+    """The config a training stage reads, rebuilt from what its rule declares: the role's section, the
+    output-affecting engine switches, seed and device in params; the runtime-only switches in resources."""
+    from .config import engine_section
+
+    return {role: getattr(sm.params, role), "engine": engine_section(sm.params.engine, sm.resources),
+            "seed": sm.params.seed, "hardware": {"device": sm.params.device, "profile": sm.params.profile}}

@@ -52,3 +52,9 @@ def metrics_files(n_shards: Mapping[str, int], encoded_splits: Iterable[str], ro
     """Every job's StageMeter JSON, in DAG order: what the report compares against the plan."""
     encoded_splits = list(encoded_splits)
     return [f"{root}/metrics/{s.rule}/{job}.json" for s in STAGES for job in s.job_names(n_shards, encoded_splits)]
+
+
+def benchmark_files(n_shards: Mapping[str, int], encoded_splits: Iterable[str]) -> list[str]:
+    """Every job's Snakemake `benchmark:` file, in DAG order (each rule writes `benchmarks/{stage}/{job}.tsv`)."""
+    encoded_splits = list(encoded_splits)
+    return [f"benchmarks/{s.rule}/{job}.tsv" for s in STAGES for job in s.job_names(n_shards, encoded_splits)]

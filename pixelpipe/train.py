@@ -23,7 +23,7 @@ from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_m
 from .consolidate import open_dataset
 from .distill import ClassificationObjective, DistillationObjective, DistillSettings
 from .config import output_affecting
-from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate
+from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, intra_op_threads
 from .hardware import DeviceInfo, detect_device
 from .io import read_json, sha256_file, write_text
 from .parts import PartTimer
@@ -62,7 +62,7 @@ def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> 
 def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
     info = detect_device(cfg["hardware"]["device"])
     settings = EngineSettings.from_config(cfg["engine"], info)
-    configure_backends(settings, threads)
+    configure_backends(settings.tf32, intra_op_threads(settings.threads, settings.ddp_processes, threads))
     d = distributed.current()
     device = torch.device("cuda", d.local_rank) if info.kind == "cuda" and d.enabled else torch.device(info.kind)
     return info, device, settings

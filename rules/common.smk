@@ -6,9 +6,9 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from pixelpipe.config import ConfigError, output_affecting, resolve_config
+from pixelpipe.config import ConfigError, output_affecting, resolve_config, runtime_resources
 from pixelpipe.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
-from pixelpipe.stages import metrics_files
+from pixelpipe.stages import benchmark_files, metrics_files
 from pixelpipe.summary import accuracy_summary
 
 try:
@@ -59,8 +59,19 @@ def all_metrics_files():
     return metrics_files(N_SHARDS, ENCODED_SPLITS)
 
 
+def all_benchmark_files():
+    """Every job's Snakemake benchmark row: the report's `snakemake s` column."""
+    return benchmark_files(N_SHARDS, ENCODED_SPLITS)
+
+
 def engine_params():
+    """The engine switches that can change a training job's output: params, so changing one reruns it."""
     return output_affecting(config["engine"])
+
+
+def engine_runtime(*keys):
+    """The runtime-only engine switches (all, or `keys`) as integer resources: declared, never a rerun."""
+    return runtime_resources(config["engine"], keys or None)
 
 
 def training_threads():

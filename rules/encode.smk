@@ -9,11 +9,13 @@ rule encode:
         metrics="results/metrics/encode/{split}-{i}.json",
     params:
         precision=config["engine"]["precision"],
+        tf32=config["engine"]["tf32"],
         device=config["hardware"]["device"],
         batch_size=config["encode"]["batch_size"],
     threads: 2
     resources:
         gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
+        **engine_runtime("threads", "progress"),
     log:
         "logs/encode/{split}-{i}.log",
     benchmark:

@@ -24,8 +24,13 @@ rule report:
     input:
         plan="results/plan.json",
         metrics=all_metrics_files(),
+        benchmarks=all_benchmark_files(),
         teacher_csv="results/teacher/metrics.csv",
         student_csv="results/student/metrics.csv",
+        # the summary's models table and truncation lines
+        models=["results/teacher/config.json", "results/student/config.json", "results/reports/deploy.json",
+                "results/baseline/metrics.json"],
+        manifests=expand("results/cache/{split}/manifest.json", split=SPLITS),
     output:
         memory_json="results/reports/memory.json",
         time_json="results/reports/time.json",

@@ -14,10 +14,13 @@ rule train_student:
         engine=engine_params(),
         seed=config["seed"],
         device=config["hardware"]["device"],
+        profile=config["hardware"]["profile"],
         checkpoints="results/checkpoints",
+        profile_dir="results/profile/student",  # written only when engine.profiler is on
     threads: training_threads()
     resources:
         gpu=training_gpus,
+        **engine_runtime(),
     log:
         "logs/train_student/student.log",
     benchmark:

@@ -12,10 +12,13 @@ rule train_teacher:
         engine=engine_params(),
         seed=config["seed"],
         device=config["hardware"]["device"],
+        profile=config["hardware"]["profile"],
         checkpoints="results/teacher/checkpoints",
+        profile_dir="results/profile/teacher",  # written only when engine.profiler is on
     threads: training_threads()
     resources:
         gpu=training_gpus,
+        **engine_runtime(),
     log:
         "logs/train_teacher/teacher.log",
     benchmark:

@@ -33,6 +33,9 @@ def fake_results(tmp_path, tiny_cfg):
             m["components"] = {c: {"seconds": 0.1, "share": 0.2, "calls": 3} for c in ("data_wait", "forward", "backward", "optimizer", "h2d_augment")}
             m["forward_parts"] = {p: {"seconds": 0.02, "share": 0.25, "calls": 3} for p in ("embed", "recursion", "capsules", "head")}
         write_json(results / "metrics" / s["rule"] / f"{s['name']}.json", m)
+        bench = tmp_path / "benchmarks" / s["rule"] / f"{s['name']}.tsv"
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text(f"s\th:m:s\tmax_rss\n{2.5 + i}\t0:00:02\t100\n")
     for role in ("teacher", "student"):
         (results / role).mkdir(parents=True)
         (results / role / "metrics.csv").write_text("epoch,step,split,loss,accuracy,lr,samples_per_s\n"
@@ -47,7 +50,9 @@ def test_err_pct():
 
 def test_reports_from_metrics(fake_results, tiny_cfg, tmp_path):
     out = tmp_path / "reports"
-    res = write_reports(fake_results, plan_workflow(tiny_cfg), out, root=tmp_path)
+    plan = plan_workflow(tiny_cfg)
+    res = write_reports([fake_results / "metrics" / s["rule"] / f"{s['name']}.json" for s in plan["stages"]],
+                        sorted((tmp_path / "benchmarks").rglob("*.tsv")), fake_results, plan, out)
     for f in REPORT_FILES:
         assert (out / f).stat().st_size > 0, f
     mem = read_json(out / "memory.json")
@@ -61,6 +66,8 @@ def test_reports_from_metrics(fake_results, tiny_cfg, tmp_path):
     assert md.count("| +25.0 % ⚠ |") == len(keys)  # flagged: outside ±15 %
     time_md = (out / "time.md").read_text()
     assert "forward by model part" in time_md and "| recursion |" in time_md
+    assert "| corpus/all | " in time_md and "| 2.50 s |" in time_md  # the corpus job's benchmark row, paired by path
+    assert read_json(out / "time.json")["stages"][0]["snakemake_benchmark"]["s"] == 2.5
     assert "Largest prediction error" in (out / "summary.md").read_text()
     # encoded shards leave the disk when their split consolidates
     disk = mem["disk_over_dag"]

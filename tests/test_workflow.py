@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from safetensors.torch import load_file
 
 from pixelpipe.checkpoint import load_model
+from pixelpipe.config import load_schema, resolve_config, runtime_keys
 from pixelpipe.consolidate import open_dataset
 from pixelpipe.io import sha256_file
 from tests.conftest import TRAIN_BUDGET_S
-from tests.workflow_utils import planned_jobs, snakemake
+from tests.workflow_utils import TINY, planned_jobs, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -111,8 +113,7 @@ def test_student_setting_reruns_only_student(workdir):
 
 
 def test_teacher_setting_reruns_teacher_encode_consolidate_student(workdir):
-    jobs = planned_jobs(workdir, overrides={"teacher": {"train": {"lr": 0.001}}})
-    assert jobs == {"train_teacher": 1, "encode": 3, "consolidate": 1, "train_student": 1, "train": 1}
+    assert planned_jobs(workdir, overrides={"teacher": {"train": {"lr": 0.001}}}) == TEACHER_CHAIN
 
 
 def test_render_setting_reruns_everything_from_render(workdir):
@@ -121,8 +122,26 @@ def test_render_setting_reruns_everything_from_render(workdir):
                     "consolidate": 1, "train_student": 1, "train": 1}
 
 
-def test_loader_only_engine_setting_reruns_nothing(workdir):
-    assert planned_jobs(workdir, overrides={"engine": {"num_workers": 1, "progress": True}}) == {}
+ENGINE_SCHEMA = load_schema()["properties"]["engine"]["properties"]
+TEACHER_CHAIN = {"train_teacher": 1, "encode": 3, "consolidate": 1, "train_student": 1, "train": 1}
+
+
+def flipped(key: str) -> object:
+    """A valid value for engine.`key` that differs from the tiny run's."""
+    spec, value = ENGINE_SCHEMA[key], resolve_config(yaml.safe_load(TINY.read_text()))["engine"][key]
+    if "enum" in spec:
+        return next(v for v in spec["enum"] if v != value)
+    return {"boolean": lambda: not value, "integer": lambda: value + 1, "number": lambda: value / 2}[spec["type"]]()
+
+
+def test_runtime_only_engine_switches_rerun_nothing(workdir):
+    """Every switch the schema marks `x-runtime`, all changed at once: they reach the jobs as resources."""
+    assert planned_jobs(workdir, overrides={"engine": {k: flipped(k) for k in runtime_keys()}}) == {}
+
+
+@pytest.mark.parametrize("key", [k for k in ENGINE_SCHEMA if k not in runtime_keys()])
+def test_output_affecting_engine_switch_reruns_training(workdir, key):
+    assert planned_jobs(workdir, overrides={"engine": {key: flipped(key)}}) == TEACHER_CHAIN
 
 
 def test_killed_student_resumes_from_checkpoint(workdir, tmp_path):

@@ -2,17 +2,19 @@
 import torch
 
 from pixelpipe.cache import CacheSplit
+from pixelpipe.config import runtime_switches
 from pixelpipe.encode import encode_shard
-from pixelpipe.engine import EngineSettings, configure_backends
-from pixelpipe.hardware import detect_device
+from pixelpipe.engine import configure_backends, intra_op_threads
+from pixelpipe.hardware import detect_device, resolve_precision
 from pixelpipe.scripts import stage
 from pixelpipe.train import load_teacher
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, meter):
     info = detect_device(sm.params.device)
-    engine = EngineSettings.from_config(sm.config["engine"], info)
-    configure_backends(engine, sm.threads)
+    runtime = runtime_switches(sm.resources, ("threads", "progress"))
+    precision = resolve_precision(sm.params.precision, info)
+    configure_backends(sm.params.tf32, intra_op_threads(runtime["threads"], 1, sm.threads))
     device = torch.device(info.kind)
     split = CacheSplit(sm.input.manifest.rsplit("/", 1)[0], verify=False)
     index = int(sm.wildcards.i)
@@ -20,7 +22,7 @@ with stage(sm) as (log, meter):
     start = sum(split.shard_counts[:index])
     labels = split.labels[start : start + split.shard_counts[index]]
     model = load_teacher(sm.input.model.rsplit("/", 1)[0], device)
-    stats = encode_shard(model, sm.input.shard, labels, sm.output.encoded, device, engine.precision,
-                         sm.params.batch_size, progress=engine.progress)
+    stats = encode_shard(model, sm.input.shard, labels, sm.output.encoded, device, precision,
+                         sm.params.batch_size, progress=runtime["progress"])
     log(f"encoded {stats['samples']} images at {stats['images_per_s']:.0f} images/s on {info.name}")
-    meter.record(**stats, device=info.name, precision=engine.precision)
+    meter.record(**stats, device=info.name, precision=precision)

@@ -5,18 +5,20 @@ from pathlib import Path
 from pixelpipe.ddp_launch import run_stage
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter, path_bytes
+from pixelpipe.scripts import training_config
 from pixelpipe.summary import accuracy_summary
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]
+cfg = training_config(sm, "student")
 with stage_log(sm.log[0]) as log, StageMeter("train_student", sm.output.metrics, outputs) as meter:
     result, summary = run_stage(
-        "student", dict(cfg=sm.config, cache_root=Path(sm.input.cache[0]).parents[1],
+        "student", dict(cfg=cfg, cache_root=Path(sm.input.cache[0]).parents[1],
                         dataset_dir=Path(sm.input.dataset).parent, teacher_dir=Path(sm.input.teacher[0]).parent,
                         labels_path=Path(sm.input.labels), out_dir=Path(sm.output.model).parent,
                         ckpt_dir=Path(sm.params.checkpoints), threads=sm.threads,
-                        profile_dir=Path("results/profile/student")),
-        processes=sm.config["engine"]["ddp_processes"], log=log, log_path=sm.log[0],
+                        profile_dir=Path(sm.params.profile_dir)),
+        processes=cfg["engine"]["ddp_processes"], log=log, log_path=sm.log[0],
     )
     meter.record(samples=result.samples, components=result.components, resolved=result.resolved, **summary,
                  loss_curve=result.loss_curve, checkpoint_bytes=path_bytes([sm.params.checkpoints]))

@@ -4,15 +4,17 @@ from pathlib import Path
 from pixelpipe.ddp_launch import run_stage
 from pixelpipe.logs import stage_log
 from pixelpipe.measure import StageMeter, path_bytes
+from pixelpipe.scripts import training_config
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]
+cfg = training_config(sm, "teacher")
 with stage_log(sm.log[0]) as log, StageMeter("train_teacher", sm.output.metrics, outputs) as meter:
     result, summary = run_stage(
-        "teacher", dict(cfg=sm.config, cache_root=Path(sm.input.cache[0]).parents[1], labels_path=Path(sm.input.labels),
+        "teacher", dict(cfg=cfg, cache_root=Path(sm.input.cache[0]).parents[1], labels_path=Path(sm.input.labels),
                         out_dir=Path(sm.output.model).parent, threads=sm.threads, ckpt_dir=Path(sm.params.checkpoints),
-                        profile_dir=Path("results/profile/teacher")),
-        processes=sm.config["engine"]["ddp_processes"], log=log, log_path=sm.log[0],
+                        profile_dir=Path(sm.params.profile_dir)),
+        processes=cfg["engine"]["ddp_processes"], log=log, log_path=sm.log[0],
     )
     meter.record(samples=result.samples, components=result.components, resolved=result.resolved, **summary,
                  loss_curve=result.loss_curve, checkpoint_bytes=path_bytes([sm.params.checkpoints]))
