@@ -192,7 +192,8 @@ def schema_markdown() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """`python -m pixelpipe.config`: resolve a config, or print (or write into the README) the config table."""
     import argparse
     import json
     import sys
@@ -217,3 +218,7 @@ if __name__ == "__main__":
             print(json.dumps(load_config(args.config), indent=2))
         except ConfigError as err:
             sys.exit(f"pixelpipe: {err}")
+
+
+if __name__ == "__main__":
+    main()

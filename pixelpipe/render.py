@@ -26,8 +26,7 @@ from tqdm import tqdm
 
 from . import io
 from .atlas import GlyphAtlas, clusters, is_plain, normalize, undrawable
-from .settings import CellGrid, Section
-from .summary import TRUNCATION_WARN_SHARE
+from .settings import TRUNCATION_WARN_SHARE, CellGrid, Section
 
 CACHE_FORMAT = "pixelpipe.cache/2"
 

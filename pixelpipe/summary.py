@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .io import read_json
-
-# Share of a split's texts that may be truncated before the render log and the run summary warn.
-TRUNCATION_WARN_SHARE = 0.01
+from .settings import TRUNCATION_WARN_SHARE
 
 
 def model_results(results_dir: str | Path) -> list[dict]:

@@ -17,6 +17,8 @@ from typing import Callable
 
 import torch
 
+import pixelpipe
+
 from . import distributed
 from .cache import CacheDataset, CacheSplit
 from .checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
@@ -142,9 +144,10 @@ def source_hash() -> str:
     The whole package rather than a hand-kept list of modules, so no edit that changes results
     (model, loss, engine, windows, ...) can be missed; editing any module restarts training.
     """
+    root = Path(pixelpipe.__file__).resolve().parent
     h = hashlib.sha256(torch.__version__.encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 

@@ -125,7 +125,7 @@ def test_direct_reads_are_really_read_there(key):
 def test_code_reads_no_section_key_the_schema_lacks():
     """`x["section"]["key"]` anywhere in the package, rules and scripts names a schema key."""
     sections = schema_sections(SCHEMA)
-    files = [*ROOT.glob("pixelpipe/*.py"), *ROOT.glob("rules/*.smk"), *ROOT.glob("workflow_scripts/*.py"),
+    files = [*ROOT.glob("pixelpipe/**/*.py"), *ROOT.glob("rules/*.smk"), *ROOT.glob("workflow_scripts/*.py"),
              ROOT / "Snakefile"]
     bad = []
     for f in files:
