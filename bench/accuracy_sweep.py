@@ -17,15 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from pixelpipe.cache import CacheSplit
-from pixelpipe.corpus import shard_count
-from pixelpipe.config import deep_merge, load_config
-from pixelpipe.consolidate import consolidate
-from pixelpipe.corpus import build_corpus
-from pixelpipe.encode import encode_shard
-from pixelpipe.model import flops_per_sample
-from pixelpipe.render import RenderSettings, render_split
-from pixelpipe.train import load_teacher, train_student, train_teacher
+from pixelpipe.config.resolve import deep_merge, load_config
+from pixelpipe.data.cache import CacheSplit
+from pixelpipe.data.consolidate import consolidate
+from pixelpipe.data.corpus import build_corpus, shard_count
+from pixelpipe.data.render import RenderSettings, render_split
+from pixelpipe.model.encoder import flops_per_sample
+from pixelpipe.train.encode import encode_shard
+from pixelpipe.train.run import load_teacher, train_student, train_teacher
 
 
 def prepare_cache(cfg: dict, root: Path) -> Path:
@@ -84,7 +83,7 @@ def run_variant(name: str, cfg: dict, root: Path, teacher_only: bool = False) ->
     sres, ssum = train_student(cfg, data / "cache", out / "dataset" / "train", out / "teacher",
                             data / "corpus" / "labels.json", out / "student", out / "checkpoints")
     t_student = time.perf_counter() - t1
-    from pixelpipe.train import encoder_config
+    from pixelpipe.train.run import encoder_config
 
     n_labels = len(json.loads((data / "corpus" / "labels.json").read_text())["labels"])
     tf = flops_per_sample(encoder_config(cfg["teacher"]["model"], cfg["render"], n_labels))

@@ -40,11 +40,11 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from pixelpipe.cache import CacheDataset, shard_count
-    from pixelpipe.config import load_config
-    from pixelpipe.corpus import build_corpus
-    from pixelpipe.model import EncoderConfig, TRMVisionEncoder
-    from pixelpipe.render import RenderSettings, render_split
+    from pixelpipe.config.resolve import load_config
+    from pixelpipe.data.cache import CacheDataset, shard_count
+    from pixelpipe.data.corpus import build_corpus
+    from pixelpipe.data.render import RenderSettings, render_split
+    from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder
 
     torch.set_num_threads(2)
     root = Path(args.data)

@@ -13,7 +13,7 @@ a plain fp32 eager baseline, and each row's speedup is against that baseline
 measured in the same run.
 
 FLOP accounting: model FLOPs, not hardware FLOPs. Training = 3 x forward
-(pixelpipe.model.flops_per_sample); with grad_free_cycles the backward only
+(pixelpipe.model.encoder.flops_per_sample); with grad_free_cycles the backward only
 covers the last H-cycle, so those rows count forward + 2 x (forward of one
 H-cycle); activation checkpointing's recompute is NOT counted (it is work the
 hardware does, not work the model needs). MFU = achieved model TFLOP/s / the
@@ -39,18 +39,18 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
-from pixelpipe.augment import augment_batch
-from pixelpipe.batchsize import find_batch_size
-from pixelpipe.cache import CacheDataset
-from pixelpipe.distill import ClassificationObjective
-from pixelpipe.engine import EngineSettings, autocast_context, compile_model, param_groups, to_device
-from pixelpipe.config import load_config
-from pixelpipe.corpus import generate_default_corpus
-from pixelpipe.hardware import REFERENCE_TEACHER
-from pixelpipe.render import RenderSettings, render_split
-from pixelpipe.train import encoder_config
-from pixelpipe.io import write_json, write_text
-from pixelpipe.model import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample
+from pixelpipe.config.resolve import load_config
+from pixelpipe.core.hardware import REFERENCE_TEACHER
+from pixelpipe.core.io import write_json, write_text
+from pixelpipe.data.augment import augment_batch
+from pixelpipe.data.cache import CacheDataset
+from pixelpipe.data.corpus import generate_default_corpus
+from pixelpipe.data.render import RenderSettings, render_split
+from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample
+from pixelpipe.train.batchsize import find_batch_size
+from pixelpipe.train.distill import ClassificationObjective
+from pixelpipe.train.engine import EngineSettings, autocast_context, compile_model, param_groups, to_device
+from pixelpipe.train.run import encoder_config
 
 # Dense (no sparsity) peak TFLOP/s for bf16 (fp16 where the card has no bf16), by device-name substring.
 PEAK_TFLOPS = [

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from faker import Faker
 
-from pixelpipe.corpus import DEFAULT_LOCALES, faker_text
+from pixelpipe.data.corpus import DEFAULT_LOCALES, faker_text
 
 SEED_BASE = 1_000_000
 KINDS = {"sentences": (60, 90), "phrases": (15, 40), "single": None}

@@ -1,4 +1,4 @@
-"""Fit the planner's ONNX graph-size constants (pixelpipe.plan.ONNX_GRAPH) on real exports.
+"""Fit the planner's ONNX graph-size constants (pixelpipe.plan.planner.ONNX_GRAPH) on real exports.
 
 Exports students of several shapes with random, all-distinct weights through the same functions the
 rules use (export.export_student, quantize.quantize_file with static QDQ calibration on random
@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pixelpipe.export import export_student
-from pixelpipe.model import TRMVisionEncoder
-from pixelpipe.plan import onnx_bytes
-from pixelpipe.quantize import QuantizeSettings, quantize_file
-from pixelpipe.train import encoder_config
+from pixelpipe.deploy.export import export_student
+from pixelpipe.deploy.quantize import QuantizeSettings, quantize_file
+from pixelpipe.model.encoder import TRMVisionEncoder
+from pixelpipe.plan.planner import onnx_bytes
+from pixelpipe.train.run import encoder_config
 
 RENDER = {"channels": 1, "cell_height": 16, "cell_width": 8, "lines": 1}
 SHAPES = [  # (dim, depth, heads, H, L, mixer_ratio, line_chars)
@@ -58,7 +58,7 @@ def main() -> None:
             rows.append({"shape": (dim, depth, heads, h, l, ratio, line_chars), "blocks": depth, "calls": calls,
                          "fp32": fp32.stat().st_size, "int8": (tmp / "q.onnx").stat().st_size, "pred": pred})
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "pred"}), flush=True)
-    from pixelpipe import plan
+    from pixelpipe.plan import planner as plan
 
     design = np.array([[1, r["blocks"], r["calls"]] for r in rows], dtype=float)
     fit = {}

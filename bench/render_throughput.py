@@ -15,9 +15,9 @@ import argparse
 import json
 import time
 
-from pixelpipe.config import load_config
-from pixelpipe.corpus import generate_default_corpus
-from pixelpipe.render import Renderer, RenderSettings
+from pixelpipe.config.resolve import load_config
+from pixelpipe.data.corpus import generate_default_corpus
+from pixelpipe.data.render import Renderer, RenderSettings
 
 
 def render_all(renderer: Renderer, texts: list[str], shard_size: int) -> float:

@@ -7,7 +7,7 @@ windows of 15+ characters on every sample (windows.random_windows), the
 student's size unless a variant says otherwise. Reported: validation and test
 accuracy (full texts), and accuracy on fresh texts of another Faker seed: 15-40
 character phrases and single Faker sentences (bench/language_id.py's texts).
-The n-gram baseline (pixelpipe.baseline) is trained on the same split.
+The n-gram baseline (pixelpipe.train.baseline) is trained on the same split.
 
 Variants that the product no longer has (a capsule-only head, learned
 positions without local mixing) are made here by overriding
@@ -31,13 +31,13 @@ import torch.nn.functional as F
 from language_id import fresh_texts  # bench/ is on sys.path when this script runs
 from torch import nn
 
-from pixelpipe.baseline import train_baseline
-from pixelpipe.config import load_config
-from pixelpipe.corpus import assign_splits, generate_default_corpus
-from pixelpipe.model import TRMVisionEncoder, count_parameters, flops_per_sample
-from pixelpipe.render import Renderer, RenderSettings
-from pixelpipe.train import encoder_config
-from pixelpipe.windows import random_windows
+from pixelpipe.config.resolve import load_config
+from pixelpipe.data.corpus import assign_splits, generate_default_corpus
+from pixelpipe.data.render import Renderer, RenderSettings
+from pixelpipe.data.windows import random_windows
+from pixelpipe.model.encoder import TRMVisionEncoder, count_parameters, flops_per_sample
+from pixelpipe.train.baseline import train_baseline
+from pixelpipe.train.run import encoder_config
 
 STUDENT = {"dim": 48, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 1, "num_capsules": 4}
 # name -> (model overrides, head: "full" | "capsules" | "capsules+tokens", epochs, lr)

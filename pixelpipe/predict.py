@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import onnxmodel
+from .deploy import onnxmodel
 
 EXIT_BAD_INPUT = 2
 
@@ -50,8 +50,8 @@ def render_texts(texts: Sequence[str], config: dict[str, Any], where: Sequence[s
 
     InputError names the first text that is empty or cannot be drawn.
     """
-    from .atlas import GlyphAtlas, normalize, undrawable
-    from .render import Renderer, RenderSettings
+    from .data.atlas import GlyphAtlas, normalize, undrawable
+    from .data.render import Renderer, RenderSettings
 
     try:
         settings = RenderSettings.from_section(config["render"])
@@ -74,7 +74,7 @@ def load_images(paths: Sequence[str], render_cfg: dict[str, Any], invert: bool) 
     """Image files rendered like the cache (light ink on dark, the model's exact size)."""
     from PIL import Image, UnidentifiedImageError
 
-    from .render import image_geometry
+    from .data.render import image_geometry
 
     c, h, w = image_geometry(render_cfg)
     items = []

@@ -14,9 +14,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .logs import stage_log
-from .measure import StageMeter
-from .stages import STAGE_RULES
+from .config.stages import STAGE_RULES
+from .core.logs import stage_log
+from .core.measure import StageMeter
 
 
 def stage_name(rule: str) -> str:
@@ -40,7 +40,7 @@ def stage(sm: Any) -> Iterator[tuple[Callable[[str], None], StageMeter | None]]:
 def training_config(sm: Any, role: str) -> dict:
     """The config a training stage reads, rebuilt from what its rule declares: the role's section, the
     output-affecting engine switches, seed and device in params; the runtime-only switches in resources."""
-    from .config import engine_section
+    from .config.resolve import engine_section
 
     return {role: getattr(sm.params, role), "engine": engine_section(sm.params.engine, sm.resources),
             "seed": sm.params.seed, "hardware": {"device": sm.params.device, "profile": sm.params.profile}}

@@ -6,10 +6,10 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from pixelpipe.config import ConfigError, output_affecting, resolve_config, runtime_resources
-from pixelpipe.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
-from pixelpipe.stages import benchmark_files, metrics_files
-from pixelpipe.summary import accuracy_summary
+from pixelpipe.config.resolve import ConfigError, output_affecting, resolve_config, runtime_resources
+from pixelpipe.data.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
+from pixelpipe.config.stages import benchmark_files, metrics_files
+from pixelpipe.report.summary import accuracy_summary
 
 try:
     _resolved = resolve_config(config)
@@ -17,7 +17,7 @@ except ConfigError as err:
     raise WorkflowError(f"pixelpipe: {err}") from None
 config.clear()
 config.update(_resolved)
-validate(config, "../pixelpipe/config.schema.yaml")
+validate(config, "../pixelpipe/config/schema.yaml")
 
 try:  # a missing, empty or unreadable corpus file fails here, before any job, in one line naming it
     SPLIT_SIZES = planned_split_sizes(config["corpus"])
@@ -97,7 +97,7 @@ def disk_preflight():
     """Refuse to start when the planner's disk peak does not fit ($PIXELPIPE_FREE_BYTES overrides the free space)."""
     if not config["report"]["disk_preflight"]:
         return
-    from pixelpipe.plan import DiskSpaceError, check_disk
+    from pixelpipe.plan.planner import DiskSpaceError, check_disk
 
     try:
         check_disk(config, "results")

@@ -10,7 +10,7 @@ import copy
 import functools
 from typing import Any
 
-from pixelpipe.config import load_config
+from pixelpipe.config.resolve import load_config
 
 
 @functools.lru_cache(maxsize=1)

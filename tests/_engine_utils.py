@@ -7,9 +7,9 @@ import os
 import torch
 from torch.utils.data import Dataset
 
-from pixelpipe.distill import ClassificationObjective
-from pixelpipe.engine import EngineSettings, Trainer, TrainSettings
-from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder
+from pixelpipe.train.distill import ClassificationObjective
+from pixelpipe.train.engine import EngineSettings, Trainer, TrainSettings
 from tests._config_utils import section
 
 # The tests' models are tiny: one thread avoids spin-wait oversubscription on a shared, busy CPU.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from pixelpipe import distributed
+from pixelpipe.core import distributed
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state
 
 

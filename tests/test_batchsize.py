@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pixelpipe.train.batchsize import CPU_MAX_BATCH, find_batch_size, make_measure
+from pixelpipe.train.distill import ClassificationObjective
+from pixelpipe.train.run import resolve_batch_size
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
-from pixelpipe.batchsize import CPU_MAX_BATCH, find_batch_size, make_measure
-from pixelpipe.distill import ClassificationObjective
-from pixelpipe.train import resolve_batch_size
 
 MiB = 2**20
 CPU = torch.device("cpu")

@@ -5,10 +5,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from pixelpipe.cache import CacheDataset, CacheSplit
-from pixelpipe.corpus import shard_count
-from pixelpipe.atlas import GlyphAtlas
-from pixelpipe.render import Renderer, render_split
+from pixelpipe.data.atlas import GlyphAtlas
+from pixelpipe.data.cache import CacheDataset, CacheSplit
+from pixelpipe.data.corpus import shard_count
+from pixelpipe.data.render import Renderer, render_split
 from tests.test_render import FONTS, settings
 
 TEXTS = [f"text {i} " + "abc " * (i % 4) for i in range(8)]

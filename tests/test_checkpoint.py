@@ -3,9 +3,15 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from pixelpipe.checkpoint import (list_checkpoints, load_model, load_training_state, rotate_checkpoints, save_model,
-                                  save_training_state)
-from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+from pixelpipe.model.checkpoint import (
+    list_checkpoints,
+    load_model,
+    load_training_state,
+    rotate_checkpoints,
+    save_model,
+    save_training_state,
+)
+from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder
 from tests._engine_utils import encoder_config
 
 CFG = encoder_config(line_chars=2, dim=8)

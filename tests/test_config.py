@@ -1,6 +1,6 @@
 import pytest
 
-from pixelpipe.config import ConfigError, load_config, resolve_config
+from pixelpipe.config.resolve import ConfigError, load_config, resolve_config
 
 
 def test_defaults_fill_every_section():

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pixelpipe.config import load_schema
-from pixelpipe.corpus import CorpusSettings
-from pixelpipe.distill import DistillSettings
-from pixelpipe.engine import EngineSettings, TrainSettings
-from pixelpipe.model import EncoderConfig
-from pixelpipe.quantize import QuantizeSettings
-from pixelpipe.render import RenderSettings
-from pixelpipe.settings import SectionError
+from pixelpipe.config.resolve import load_schema
+from pixelpipe.config.settings import SectionError
+from pixelpipe.data.corpus import CorpusSettings
+from pixelpipe.data.render import RenderSettings
+from pixelpipe.deploy.quantize import QuantizeSettings
+from pixelpipe.model.encoder import EncoderConfig
+from pixelpipe.train.distill import DistillSettings
+from pixelpipe.train.engine import EngineSettings, TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,11 +38,11 @@ SECTION_READERS = {
 # keys read one by one (by rules, scripts or the planner): key -> a file that reads it
 DIRECT_READS = {
     "seed": "rules/corpus.smk",
-    "hardware.profile": "pixelpipe/config.py",
+    "hardware.profile": "pixelpipe/config/resolve.py",
     "hardware.device": "rules/encode.smk",
     "render.shard_size": "rules/render.smk",
-    "student.checkpoint.keep_last": "pixelpipe/train.py",
-    "student.checkpoint.every_steps": "pixelpipe/train.py",
+    "student.checkpoint.keep_last": "pixelpipe/train/run.py",
+    "student.checkpoint.every_steps": "pixelpipe/train/run.py",
     "encode.batch_size": "rules/encode.smk",
     "encode.splits": "rules/common.smk",
     "baseline.buckets": "workflow_scripts/baseline.py",
@@ -51,14 +51,14 @@ DIRECT_READS = {
     "baseline.batch_size": "workflow_scripts/baseline.py",
     "report.tolerance_pct": "workflow_scripts/report.py",
     "report.disk_preflight": "rules/common.smk",
-    "report.cpu_gflops": "pixelpipe/plan.py",
-    "report.gpu_tflops": "pixelpipe/plan.py",
-    "benchmark_matrix.variants": "pixelpipe/bench.py",
-    "benchmark_matrix.batch_sizes": "pixelpipe/bench.py",
-    "benchmark_matrix.steps": "pixelpipe/bench.py",
-    "benchmark_matrix.warmup_steps": "pixelpipe/bench.py",
-    "benchmark_matrix.accum_steps": "pixelpipe/bench.py",
-    "benchmark_matrix.cpu_compile": "pixelpipe/bench.py",
+    "report.cpu_gflops": "pixelpipe/plan/planner.py",
+    "report.gpu_tflops": "pixelpipe/plan/planner.py",
+    "benchmark_matrix.variants": "pixelpipe/report/matrix.py",
+    "benchmark_matrix.batch_sizes": "pixelpipe/report/matrix.py",
+    "benchmark_matrix.steps": "pixelpipe/report/matrix.py",
+    "benchmark_matrix.warmup_steps": "pixelpipe/report/matrix.py",
+    "benchmark_matrix.accum_steps": "pixelpipe/report/matrix.py",
+    "benchmark_matrix.cpu_compile": "pixelpipe/report/matrix.py",
     "export.opset": "workflow_scripts/export_onnx.py",
     "export.parity_atol": "workflow_scripts/export_onnx.py",
     "export.max_label_mismatch": "workflow_scripts/export_onnx.py",

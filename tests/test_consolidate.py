@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from pixelpipe.consolidate import consolidate, npz_headers, open_dataset
-from pixelpipe.io import sha256_file
+from pixelpipe.core.io import sha256_file
+from pixelpipe.data.consolidate import consolidate, npz_headers, open_dataset
 
 
 def _shard(path, n, k=2, d=4, c=3, offset=0):
@@ -50,8 +50,8 @@ def test_corruption_is_detected(tmp_path):
 def test_encode_writes_what_the_model_computes(tmp_path):
     import torch
 
-    from pixelpipe.encode import encode_shard, pack_bits
-    from pixelpipe.model import TRMVisionEncoder
+    from pixelpipe.model.encoder import TRMVisionEncoder
+    from pixelpipe.train.encode import encode_shard, pack_bits
     from tests._engine_utils import encoder_config
 
     model = TRMVisionEncoder(encoder_config(line_chars=2)).eval()

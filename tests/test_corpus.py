@@ -4,10 +4,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pixelpipe import io
-from pixelpipe.corpus import (
-    DEFAULT_LOCALES, SPLITS, CorpusError, assign_splits, build_corpus, find_bad_rows, generate_default_corpus,
-    load_user_corpus, planned_split_sizes,
+from pixelpipe.core import io
+from pixelpipe.data.corpus import (
+    DEFAULT_LOCALES,
+    SPLITS,
+    CorpusError,
+    assign_splits,
+    build_corpus,
+    find_bad_rows,
+    generate_default_corpus,
+    load_user_corpus,
+    planned_split_sizes,
 )  # fmt: skip
 from tests._config_utils import section
 

@@ -21,11 +21,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from pixelpipe.checkpoint import load_model
-from pixelpipe.config import ConfigError, load_config, resolve_config
-from pixelpipe.engine import StepBatchSampler
-from pixelpipe.train import train_teacher
-from pixelpipe.windows import random_windows
+from pixelpipe.config.resolve import ConfigError, load_config, resolve_config
+from pixelpipe.data.windows import random_windows
+from pixelpipe.model.checkpoint import load_model
+from pixelpipe.train.engine import StepBatchSampler
+from pixelpipe.train.run import train_teacher
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state
 from tests.workflow_utils import REPO, TINY, snakemake
 

@@ -6,13 +6,11 @@ import numpy as np
 import onnx
 import pytest
 
-from pixelpipe import onnxmodel
-from pixelpipe.checkpoint import load_model
-from pixelpipe.export import ParityError, check_parity, export_and_verify
-from pixelpipe.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
-
+from pixelpipe.deploy import onnxmodel
+from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
+from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
+from pixelpipe.model.checkpoint import load_model
 from tests._config_utils import section
-
 
 
 def test_default_target_builds_models_and_report(tiny_run):

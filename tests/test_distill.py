@@ -3,7 +3,7 @@ import math
 import torch
 from torch import nn
 
-from pixelpipe.distill import DistillationObjective, DistillSettings, distillation_loss
+from pixelpipe.train.distill import DistillationObjective, DistillSettings, distillation_loss
 
 
 def _inputs(b=6, k=2, ds=4, dt=8, c=5):

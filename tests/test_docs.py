@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from pixelpipe.config import schema_markdown
+from pixelpipe.config.resolve import schema_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pixelpipe.train.distill import ClassificationObjective
+from pixelpipe.train.engine import StepBatchSampler, Trainer, compile_model, epoch_order
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
-from pixelpipe.distill import ClassificationObjective
-from pixelpipe.engine import StepBatchSampler, Trainer, compile_model, epoch_order
 
 
 def _collate(ds, idx):
@@ -215,7 +215,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @cuda
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_fit_on_cuda(precision):
-    from pixelpipe.hardware import detect_device, native_bf16
+    from pixelpipe.core.hardware import detect_device, native_bf16
 
     if precision == "bf16" and not native_bf16(detect_device("cuda")):
         pytest.skip("no native bf16")

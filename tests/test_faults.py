@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from pixelpipe import io
-from pixelpipe.checkpoint import list_checkpoints
-from pixelpipe.logs import stage_log
-
+from pixelpipe.core import io
+from pixelpipe.core.logs import stage_log
+from pixelpipe.model.checkpoint import list_checkpoints
 from tests._config_utils import section
 
 
@@ -106,7 +105,7 @@ def test_failed_stage_log_carries_the_traceback(tmp_path):
 @pytest.fixture
 def cache_split(tmp_path) -> Path:
     """A tiny rendered split `train` (2 shards) in a fresh directory, so each test may damage it."""
-    from pixelpipe.render import render_split
+    from pixelpipe.data.render import render_split
     from tests.test_render import settings
 
     d = tmp_path / "cache" / "train"
@@ -117,9 +116,9 @@ def cache_split(tmp_path) -> Path:
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_damaged_cache_shard_is_refused_by_every_reader(cache_split, damage):
-    from pixelpipe.cache import CacheDataset, CacheSplit
-    from pixelpipe.onnxmodel import iter_cache_split
-    from pixelpipe.quantize import CacheCalibrationReader
+    from pixelpipe.data.cache import CacheDataset, CacheSplit
+    from pixelpipe.deploy.onnxmodel import iter_cache_split
+    from pixelpipe.deploy.quantize import CacheCalibrationReader
 
     shard = cache_split / "shard-00001.npy"
     if damage == "flip":
@@ -138,7 +137,7 @@ def test_damaged_cache_shard_is_refused_by_every_reader(cache_split, damage):
 
 
 def test_damaged_dataset_array_is_refused(tmp_path):
-    from pixelpipe.consolidate import consolidate, open_dataset
+    from pixelpipe.data.consolidate import consolidate, open_dataset
 
     shard = tmp_path / "a.npz"
     np.savez(shard, logits=np.ones((4, 3), np.float32), labels=np.arange(4))
@@ -151,7 +150,7 @@ def test_damaged_dataset_array_is_refused(tmp_path):
 
 
 def test_damaged_model_weights_are_refused(tmp_path):
-    from pixelpipe.checkpoint import load_model, save_model
+    from pixelpipe.model.checkpoint import load_model, save_model
     from tests._engine_utils import tiny_model
 
     save_model(tmp_path / "teacher", tiny_model(), {"role": "teacher", "labels": ["a", "b", "c"]})
@@ -163,7 +162,7 @@ def test_damaged_model_weights_are_refused(tmp_path):
 
 
 def test_damaged_manifest_names_the_file(cache_split):
-    from pixelpipe.cache import CacheSplit
+    from pixelpipe.data.cache import CacheSplit
 
     (cache_split / "manifest.json").write_text('{"shards": [')
     with pytest.raises(io.IntegrityError) as err:
@@ -172,7 +171,7 @@ def test_damaged_manifest_names_the_file(cache_split):
 
 
 def test_damaged_onnx_is_refused_against_its_rules_metrics(tmp_path):
-    from pixelpipe.onnxmodel import verify_onnx
+    from pixelpipe.deploy.onnxmodel import verify_onnx
 
     onnx_path, metrics = tmp_path / "student.onnx", tmp_path / "student.json"
     onnx_path.write_bytes(b"\x08\x07" * 100)
@@ -250,7 +249,7 @@ def test_orphan_checkpoint_files_are_removed(tmp_path):
 
 
 def test_fingerprint_covers_the_source_code(tmp_path, monkeypatch):
-    from pixelpipe import train
+    from pixelpipe.train import run as train
 
     cfg = {"student": {"train": {"lr": 1.0}}, "engine": {"precision": "fp32"}, "seed": 0}
     data = tmp_path / "manifest.json"
@@ -271,7 +270,7 @@ def test_fingerprint_covers_the_source_code(tmp_path, monkeypatch):
 
 
 def test_diverging_training_stops_before_anything_is_saved(tmp_path):
-    from pixelpipe.engine import NonFiniteLossError
+    from pixelpipe.train.engine import NonFiniteLossError
     from tests._engine_utils import ToyImages, make_trainer
 
     trainer = make_trainer(ToyImages(64), batch_size=8, epochs=2, ckpt_dir=tmp_path, every_steps=2,
@@ -286,7 +285,7 @@ def test_diverging_training_stops_before_anything_is_saved(tmp_path):
 
 
 def test_non_finite_weights_are_never_checkpointed(tmp_path):
-    from pixelpipe.engine import NonFiniteLossError
+    from pixelpipe.train.engine import NonFiniteLossError
     from tests._engine_utils import ToyImages, make_trainer
 
     trainer = make_trainer(ToyImages(16), batch_size=8, ckpt_dir=tmp_path)
@@ -298,7 +297,7 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
 
 
 def test_fp16_tolerates_the_steps_its_scaler_skips(monkeypatch):
-    from pixelpipe.engine import MAX_SKIPPED_STEPS, NonFiniteLossError
+    from pixelpipe.train.engine import MAX_SKIPPED_STEPS, NonFiniteLossError
     from tests._engine_utils import ToyImages, make_trainer
 
     trainer = make_trainer(ToyImages(16), batch_size=8)
@@ -328,7 +327,7 @@ class _Session:
 
 @pytest.mark.parametrize("broken", ["onnx outputs NaN", "both NaN (NaN weights)"])
 def test_parity_gate_fails_on_nan(broken):
-    from pixelpipe.export import check_parity
+    from pixelpipe.deploy.export import check_parity
     from tests._engine_utils import tiny_model
 
     model = tiny_model().eval()
@@ -352,7 +351,7 @@ def test_parity_gate_fails_on_nan(broken):
 
 @pytest.mark.parametrize("fp32_acc,int8_acc,samples", [(0.9, float("nan"), 10), (float("nan"), float("nan"), 0)])
 def test_int8_gate_fails_on_nan_or_an_empty_test_split(tmp_path, monkeypatch, fp32_acc, int8_acc, samples):
-    from pixelpipe import onnxmodel, quantize
+    from pixelpipe.deploy import onnxmodel, quantize
 
     accs = iter([{"accuracy": fp32_acc, "samples": samples}, {"accuracy": int8_acc, "samples": samples}])
     monkeypatch.setattr(quantize, "quantize_file", lambda src, dst, *a, **k: Path(dst).write_bytes(b"int8") and {})
@@ -382,7 +381,7 @@ def test_consolidate_refuses_when_the_disk_cannot_hold_it(tmp_path, monkeypatch)
     import collections
     import shutil
 
-    from pixelpipe import consolidate as mod
+    from pixelpipe.data import consolidate as mod
 
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**6, 10**6 - 100, 100))
@@ -418,7 +417,7 @@ class _FullDisk:
 
 @pytest.mark.parametrize("failure", ["disk full mid-write", "unreadable shard"])
 def test_consolidate_failure_leaves_no_temporaries_and_no_final_files(tmp_path, monkeypatch, failure):
-    from pixelpipe import consolidate as mod
+    from pixelpipe.data import consolidate as mod
 
     shards = _encoded_shards(tmp_path)
     if failure == "disk full mid-write":
@@ -434,7 +433,7 @@ def test_consolidate_failure_leaves_no_temporaries_and_no_final_files(tmp_path, 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_damaged_encoded_shard_is_named_and_nothing_is_written(tmp_path, damage):
-    from pixelpipe.consolidate import consolidate
+    from pixelpipe.data.consolidate import consolidate
 
     shards = _encoded_shards(tmp_path)
     if damage == "flip":
@@ -448,7 +447,7 @@ def test_damaged_encoded_shard_is_named_and_nothing_is_written(tmp_path, damage)
 
 
 def test_consolidate_output_is_what_np_save_writes(tmp_path):
-    from pixelpipe.consolidate import consolidate, open_dataset
+    from pixelpipe.data.consolidate import consolidate, open_dataset
 
     consolidate(_encoded_shards(tmp_path), tmp_path / "out")
     expected = tmp_path / "logits.npy"
@@ -467,7 +466,7 @@ def _corpus_cfg(path: Path, **kw) -> dict:
 
 
 def _build(cfg: dict, out: Path) -> dict:
-    from pixelpipe.corpus import build_corpus
+    from pixelpipe.data.corpus import build_corpus
 
     return build_corpus(cfg, FONTS, out, seed=0, log=lambda m: None)
 
@@ -478,7 +477,7 @@ def _build(cfg: dict, out: Path) -> dict:
     ("unsupported", "unsupported type"),
 ])
 def test_unusable_corpus_file_is_one_line_naming_file_and_key(tmp_path, case, expected):
-    from pixelpipe.corpus import CorpusError, planned_split_sizes
+    from pixelpipe.data.corpus import CorpusError, planned_split_sizes
 
     path = tmp_path / {"bad parquet": "c.parquet", "unsupported": "c.txt"}.get(case, "c.csv")
     if case == "empty":
@@ -511,7 +510,7 @@ BROKEN = {"csv": (CSV_ROWS, "line 4 has 4 fields, the header 3"), "jsonl": (JSON
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_broken_lines_are_bad_rows_counted_or_named(tmp_path, fmt):
-    from pixelpipe.corpus import CorpusError, planned_split_sizes
+    from pixelpipe.data.corpus import CorpusError, planned_split_sizes
 
     path = tmp_path / f"c.{fmt}"
     path.write_text("\n".join(BROKEN[fmt][0]) + "\n")
@@ -534,7 +533,7 @@ def test_broken_lines_are_bad_rows_counted_or_named(tmp_path, fmt):
 def test_one_class_empty_split_and_nan_labels_are_refused(tmp_path, labels, expected):
     import pandas as pd
 
-    from pixelpipe.corpus import CorpusError
+    from pixelpipe.data.corpus import CorpusError
 
     path = tmp_path / "c.csv"
     pd.DataFrame({"text": ["a", "b", "c"], "label": labels, "split": ["train", "val", "test"]}).to_csv(path, index=False)
@@ -544,7 +543,7 @@ def test_one_class_empty_split_and_nan_labels_are_refused(tmp_path, labels, expe
 
 
 def test_unknown_split_values_are_one_line_naming_the_key(tmp_path):
-    from pixelpipe.corpus import CorpusError, planned_split_sizes
+    from pixelpipe.data.corpus import CorpusError, planned_split_sizes
 
     path = tmp_path / "c.csv"
     path.write_text("text,label,split\na,x,train\nb,y,validation\n")
@@ -604,7 +603,7 @@ class _Limited(torch.nn.Module):
 
 @pytest.mark.parametrize("error", [RuntimeError, MemoryError])
 def test_evaluate_halves_the_batch_on_out_of_memory(error):
-    from pixelpipe.engine import evaluate
+    from pixelpipe.train.engine import evaluate
     from tests._engine_utils import ToyImages, tiny_model
 
     data, model = ToyImages(24), tiny_model().eval()
@@ -615,7 +614,7 @@ def test_evaluate_halves_the_batch_on_out_of_memory(error):
 
 
 def test_encode_halves_the_batch_on_out_of_memory(tmp_path):
-    from pixelpipe.encode import encode_shard
+    from pixelpipe.train.encode import encode_shard
     from tests._engine_utils import ToyImages, tiny_model
 
     images = ToyImages(12).images.numpy()
@@ -633,7 +632,7 @@ def test_encode_halves_the_batch_on_out_of_memory(tmp_path):
 
 
 def test_cpu_allocation_failures_count_as_out_of_memory():
-    from pixelpipe.engine import is_oom
+    from pixelpipe.train.engine import is_oom
 
     assert is_oom(MemoryError()) and is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to "
                                                           "allocate 123 bytes"))
@@ -641,7 +640,7 @@ def test_cpu_allocation_failures_count_as_out_of_memory():
 
 
 def test_training_falls_back_on_cpu_memory_error():
-    from pixelpipe.distill import ClassificationObjective
+    from pixelpipe.train.distill import ClassificationObjective
     from tests._engine_utils import ToyImages, make_trainer
 
     class CpuOOMAbove(ClassificationObjective):
@@ -660,8 +659,8 @@ def test_training_falls_back_on_cpu_memory_error():
 
 @pytest.mark.parametrize("fonts", [["../../etc/passwd"], ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"]])
 def test_font_names_are_limited_to_the_bundled_faces(fonts):
-    from pixelpipe.config import ConfigError, resolve_config
-    from pixelpipe.fonts import load_face
+    from pixelpipe.config.resolve import ConfigError, resolve_config
+    from pixelpipe.data.fonts import load_face
 
     with pytest.raises(ConfigError, match=r"render\.fonts\.0"):
         resolve_config({"render": {"fonts": fonts}})
@@ -676,7 +675,7 @@ class _MetaSession:
         import json
         import types
 
-        from pixelpipe import onnxmodel
+        from pixelpipe.deploy import onnxmodel
 
         props = {onnxmodel.META_FORMAT: onnxmodel.FORMAT, onnxmodel.META_CONFIG: json.dumps(config)}
         self.meta = types.SimpleNamespace(custom_metadata_map=props)
@@ -694,7 +693,7 @@ class _MetaSession:
 
 
 def test_predict_refuses_labels_that_do_not_match_the_logits():
-    from pixelpipe.onnxmodel import ModelFileError, read_metadata
+    from pixelpipe.deploy.onnxmodel import ModelFileError, read_metadata
 
     config = {"labels": ["a", "b"], "render": {}, "atlas": {}, "encoder": {}}
     assert read_metadata(_MetaSession(config, 2))["config"]["labels"] == ["a", "b"]
@@ -706,7 +705,7 @@ def test_predict_refuses_labels_that_do_not_match_the_logits():
 def test_predict_refuses_nan_logits_and_writes_strict_json():
     import json
 
-    from pixelpipe.onnxmodel import ModelFileError
+    from pixelpipe.deploy.onnxmodel import ModelFileError
     from pixelpipe.predict import Item, classify
 
     items = [Item("x", np.zeros((1, 16, 32), np.uint8))]

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from pixelpipe.model import EncoderConfig, TRMVisionEncoder, checksum_bits, flops_per_sample
+from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits, flops_per_sample
 from tests._engine_utils import encoder_config
 
 CFG = encoder_config(H_cycles=2, L_cycles=2, num_capsules=3, num_classes=5)

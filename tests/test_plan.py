@@ -3,17 +3,25 @@ and its predictions on the tiny config against what the stages measured."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from pixelpipe.config import load_config
-from pixelpipe.io import read_json
-from pixelpipe.model import TRMVisionEncoder
-from pixelpipe.plan import (DiskSpaceError, activation_bytes_per_sample, check_disk, model_tensors, npy_bytes,
-                            npz_bytes, plan_workflow, predict_train_memory, safetensors_bytes)
+from pixelpipe.config.resolve import load_config
+from pixelpipe.core.io import read_json
+from pixelpipe.model.encoder import TRMVisionEncoder
+from pixelpipe.plan.planner import (
+    DiskSpaceError,
+    activation_bytes_per_sample,
+    check_disk,
+    model_tensors,
+    npy_bytes,
+    npz_bytes,
+    plan_workflow,
+    predict_train_memory,
+    safetensors_bytes,
+)
 from tests._engine_utils import encoder_config
 from tests.workflow_utils import TINY, snakemake
 
@@ -117,7 +125,7 @@ def test_workflow_refuses_to_start_without_disk(tiny_cfg, tmp_path):
 
 
 def test_plan_cli_prints_table(capsys):
-    from pixelpipe.plan import main
+    from pixelpipe.plan.planner import main
 
     assert main(["--config", str(TINY), "--results", "/nonexistent/results"]) == 0
     out = capsys.readouterr().out
@@ -136,7 +144,7 @@ def test_plan_cli_from_a_non_editable_install(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(repo)], check=True, cwd=tmp_path)
-    assert (target / "pixelpipe" / "config.schema.yaml").is_file()
+    assert (target / "pixelpipe" / "config" / "schema.yaml").is_file()
     shutil.copy(TINY, tmp_path / "config.yaml")
     proc = subprocess.run([sys.executable, "-m", "pixelpipe.plan", "--config", "config.yaml"], cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target), "HOME": str(tmp_path)},

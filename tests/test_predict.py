@@ -12,13 +12,12 @@ import pytest
 import torch
 from PIL import Image
 
-from pixelpipe import onnxmodel
-from pixelpipe.checkpoint import load_model
-from pixelpipe.corpus import generate_default_corpus
-from pixelpipe.atlas import GlyphAtlas
+from pixelpipe.data.atlas import GlyphAtlas
+from pixelpipe.data.corpus import generate_default_corpus
+from pixelpipe.data.render import Renderer, RenderSettings
+from pixelpipe.deploy import onnxmodel
+from pixelpipe.model.checkpoint import load_model
 from pixelpipe.predict import run
-from pixelpipe.render import Renderer, RenderSettings
-
 from tests.workflow_utils import REPO
 
 # The slow real-student test's bars: it measured 99.2 % on the 380 held-out texts and 96.8 % on the 95 phrases
@@ -156,7 +155,7 @@ def test_bad_input_one_line_error(tiny_run, tmp_path, case, expect):
 
 def test_scripts_round_trip_through_predict_exactly(tiny_run):
     """Arabic, Hebrew and Vietnamese (marks, right-to-left, NFC): predict renders exactly the cache's pixels."""
-    from pixelpipe.cache import CacheSplit
+    from pixelpipe.data.cache import CacheSplit
     from pixelpipe.predict import render_texts
 
     cache = CacheSplit(tiny_run / "cache" / "test")
@@ -210,7 +209,7 @@ def test_strict_json_and_label_count_checked(tiny_run, tmp_path):
 
 
 def test_predict_does_not_import_torch():
-    code = "import sys, pixelpipe.predict, pixelpipe.onnxmodel, pixelpipe.render; print('torch' in sys.modules)"
+    code = "import sys, pixelpipe.predict, pixelpipe.deploy.onnxmodel, pixelpipe.data.render; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.strip() == "False"
@@ -221,16 +220,16 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     """A small student of the default CPU shape, trained for real (random windows, as the engine does) on
     ~3400 default-corpus texts, exported to int8 through the same functions the rules use: predict must
     name the right language of held-out texts and of 15-40 character phrases, and agree with torch."""
-    from pixelpipe.checkpoint import save_model
-    from pixelpipe.config import load_config
-    from pixelpipe.corpus import faker_text
-    from pixelpipe.export import export_and_verify
-    from pixelpipe.model import TRMVisionEncoder
-    from pixelpipe.quantize import QuantizeSettings, quantize_and_verify
-    from pixelpipe.render import render_split
-    from pixelpipe.train import encoder_config, model_extras
-    from pixelpipe.cache import CacheSplit
-    from pixelpipe.windows import random_windows
+    from pixelpipe.config.resolve import load_config
+    from pixelpipe.data.cache import CacheSplit
+    from pixelpipe.data.corpus import faker_text
+    from pixelpipe.data.render import render_split
+    from pixelpipe.data.windows import random_windows
+    from pixelpipe.deploy.export import export_and_verify
+    from pixelpipe.deploy.quantize import QuantizeSettings, quantize_and_verify
+    from pixelpipe.model.checkpoint import save_model
+    from pixelpipe.model.encoder import TRMVisionEncoder
+    from pixelpipe.train.run import encoder_config, model_extras
 
     torch.manual_seed(0)
     cfg = load_config(None)
@@ -270,7 +269,8 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     quantize_and_verify(onnx_path, int8_path, QuantizeSettings.from_section(cfg["quantize"]),
                         [cache / "train/shard-00000.npy"], cache / "test", log=lambda m: None)
     from faker import Faker
-    from pixelpipe.corpus import DEFAULT_LOCALES
+
+    from pixelpipe.data.corpus import DEFAULT_LOCALES
 
     phrases, phrase_truth = [], []
     for i, locale in enumerate(DEFAULT_LOCALES):

@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pixelpipe.config import resolve_config
-from pixelpipe.engine import EngineSettings
-from pixelpipe.hardware import PROFILES, REFERENCE_TEACHER, DeviceInfo, auto_profile, native_bf16, resolve_precision
+from pixelpipe.config.resolve import resolve_config
+from pixelpipe.core.hardware import (
+    PROFILES,
+    REFERENCE_TEACHER,
+    DeviceInfo,
+    auto_profile,
+    native_bf16,
+    resolve_precision,
+)
+from pixelpipe.train.engine import EngineSettings
 
 GiB = 2**30
 T4 = DeviceInfo("cuda", "Tesla T4", 15 * GiB, (7, 5))
@@ -65,7 +72,7 @@ def test_precision_follows_compute_capability(monkeypatch):
 
 
 def test_every_profile_key_exists_in_the_schema():
-    from pixelpipe.config import load_schema
+    from pixelpipe.config.resolve import load_schema
 
     props = load_schema()["properties"]
     for name, profile in PROFILES.items():
@@ -77,7 +84,7 @@ def test_every_profile_key_exists_in_the_schema():
 
 def test_probe_device_asks_for_the_gpu_torch_would_use(tmp_path, monkeypatch):
     """nvidia-smi lists every GPU; torch only CUDA_VISIBLE_DEVICES: the probe follows torch."""
-    from pixelpipe.hardware import probe_device
+    from pixelpipe.core.hardware import probe_device
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text('#!/bin/sh\n[ "$2" = 1 ] && echo "NVIDIA H100 80GB HBM3, 81559, 9.0" || echo "Tesla T4, 15360, 7.5"\n')

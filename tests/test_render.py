@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from faker import Faker
 
-from pixelpipe import io
-from pixelpipe.atlas import GlyphAtlas, clusters, draw_cluster, normalize, undrawable
-from pixelpipe.corpus import DEFAULT_LOCALES
-from pixelpipe.fonts import available_fonts, load_face
-from pixelpipe.render import Renderer, RenderSettings, render_split
+from pixelpipe.core import io
+from pixelpipe.data.atlas import GlyphAtlas, clusters, draw_cluster, normalize, undrawable
+from pixelpipe.data.corpus import DEFAULT_LOCALES
+from pixelpipe.data.fonts import available_fonts, load_face
+from pixelpipe.data.render import Renderer, RenderSettings, render_split
 
 ROCKET, CJK = "\U0001F680", "\u4e2d"
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
@@ -157,7 +157,7 @@ def test_render_split_errors(tmp_path):
 
 def test_fast_path_agrees_with_clusters_on_every_joining_character():
     """Soft hyphen, Arabic letter mark, Thaana and Myanmar marks join their base like any Mn/Me/Cf."""
-    from pixelpipe.atlas import clusters, is_plain
+    from pixelpipe.data.atlas import clusters, is_plain
 
     for mark in ("\u00ad", "\u061c", "\u07a6", "\u102d", "\U000e0020"):
         text = "a" + mark

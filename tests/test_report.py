@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from pixelpipe.bench import benchmark_markdown, build_matrix, run_one
-from pixelpipe.config import load_config
-from pixelpipe.io import read_json, write_json
-from pixelpipe.plan import plan_workflow
-from pixelpipe.report import PLOTS, err_pct, write_reports
+from pixelpipe.config.resolve import load_config
+from pixelpipe.core.io import read_json, write_json
+from pixelpipe.plan.planner import plan_workflow
+from pixelpipe.report.matrix import benchmark_markdown, build_matrix, run_one
+from pixelpipe.report.reports import PLOTS, err_pct, write_reports
 from tests.workflow_utils import TINY
 
 REPORT_FILES = ["memory.json", "memory.md", "time.json", "time.md", "summary.md", *PLOTS]

@@ -18,7 +18,7 @@ def test_no_private_names_imported_across_modules():
 
 
 def test_bench_drives_the_trainer_through_train_step():
-    text = (PACKAGE / "bench.py").read_text()
+    text = (PACKAGE / "report" / "matrix.py").read_text()
     assert "._micro_step" not in text and "._optimizer_step" not in text and "._batches" not in text
 
 
@@ -27,7 +27,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "workflow_scripts"
 
 def test_scripts_read_only_what_their_rule_declares():
     """Params, input, output, threads, resources, log: never the whole config (runtime-only engine switches
-    come as resources, see pixelpipe.config.runtime_resources)."""
+    come as resources, see pixelpipe.config.resolve.runtime_resources)."""
     offenders = {f.name for f in SCRIPTS.glob("*.py") if "sm.config" in f.read_text() or "snakemake.config" in f.read_text()}
     assert not offenders, f"scripts reading snakemake.config: {sorted(offenders)}"
 

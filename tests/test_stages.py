@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pixelpipe import report
-from pixelpipe.config import load_config
-from pixelpipe.plan import plan_workflow
-from pixelpipe.stages import STAGE_RULES, metrics_files
+from pixelpipe.config.resolve import load_config
+from pixelpipe.config.stages import STAGE_RULES, metrics_files
+from pixelpipe.plan.planner import plan_workflow
+from pixelpipe.report import reports as report
 from tests.workflow_utils import TINY
 
 ROOT = Path(__file__).resolve().parents[1]

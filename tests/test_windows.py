@@ -2,7 +2,7 @@
 
 import torch
 
-from pixelpipe.windows import cells_view, from_cells, random_windows
+from pixelpipe.data.windows import cells_view, from_cells, random_windows
 
 GEOM = (2, 3, 2, 5)  # cells of 2 x 3 pixels, 2 lines of 5 cells
 

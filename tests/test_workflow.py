@@ -12,10 +12,10 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from pixelpipe.checkpoint import load_model
-from pixelpipe.config import load_schema, resolve_config, runtime_keys
-from pixelpipe.consolidate import open_dataset
-from pixelpipe.io import sha256_file
+from pixelpipe.config.resolve import load_schema, resolve_config, runtime_keys
+from pixelpipe.core.io import sha256_file
+from pixelpipe.data.consolidate import open_dataset
+from pixelpipe.model.checkpoint import load_model
 from tests.conftest import TRAIN_BUDGET_S
 from tests.workflow_utils import TINY, planned_jobs, snakemake
 

@@ -2,9 +2,9 @@
 import pandas as pd
 import torch
 
-from pixelpipe.baseline import train_baseline
-from pixelpipe.io import read_json, write_json
+from pixelpipe.core.io import read_json, write_json
 from pixelpipe.scripts import stage
+from pixelpipe.train.baseline import train_baseline
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.baseline

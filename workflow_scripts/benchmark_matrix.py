@@ -1,5 +1,5 @@
 # Snakemake adapter: measure the teacher training step under the optimization matrix.
-from pixelpipe.bench import write_benchmark
+from pixelpipe.report.matrix import write_benchmark
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

@@ -1,7 +1,7 @@
 # Snakemake adapter: stream the encoded shards into one memory-mappable array per field.
 from pathlib import Path
 
-from pixelpipe.consolidate import consolidate
+from pixelpipe.data.consolidate import consolidate
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

@@ -1,7 +1,7 @@
 # Snakemake adapter: build the corpus splits and labels.json.
 from pathlib import Path
 
-from pixelpipe.corpus import build_corpus
+from pixelpipe.data.corpus import build_corpus
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

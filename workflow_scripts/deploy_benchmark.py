@@ -1,8 +1,8 @@
 # Snakemake adapter: time torch eager fp32, ONNX fp32 and ONNX int8 on this CPU; write results/reports/deploy.*.
 from pathlib import Path
 
-from pixelpipe.deploy_bench import benchmark, write_reports
-from pixelpipe.onnxmodel import verify_onnx
+from pixelpipe.deploy.benchmark import benchmark, write_reports
+from pixelpipe.deploy.onnxmodel import verify_onnx
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

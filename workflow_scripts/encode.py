@@ -1,13 +1,13 @@
 # Snakemake adapter: encode one cache shard with the frozen teacher.
 import torch
 
-from pixelpipe.cache import CacheSplit
-from pixelpipe.config import runtime_switches
-from pixelpipe.encode import encode_shard
-from pixelpipe.engine import configure_backends, intra_op_threads
-from pixelpipe.hardware import detect_device, resolve_precision
+from pixelpipe.config.resolve import runtime_switches
+from pixelpipe.core.hardware import detect_device, resolve_precision
+from pixelpipe.data.cache import CacheSplit
 from pixelpipe.scripts import stage
-from pixelpipe.train import load_teacher
+from pixelpipe.train.encode import encode_shard
+from pixelpipe.train.engine import configure_backends, intra_op_threads
+from pixelpipe.train.run import load_teacher
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, meter):

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pixelpipe.export import export_and_verify
-from pixelpipe.io import sha256_file
-from pixelpipe.render import verify_shards
+from pixelpipe.core.io import sha256_file
+from pixelpipe.data.render import verify_shards
+from pixelpipe.deploy.export import export_and_verify
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

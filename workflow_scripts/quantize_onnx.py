@@ -1,9 +1,9 @@
 # Snakemake adapter: int8-quantize the ONNX student on train-cache images; fail if test accuracy drops too far.
 from pathlib import Path
 
-from pixelpipe.io import sha256_file
-from pixelpipe.onnxmodel import verify_onnx
-from pixelpipe.quantize import QuantizeSettings, quantize_and_verify
+from pixelpipe.core.io import sha256_file
+from pixelpipe.deploy.onnxmodel import verify_onnx
+from pixelpipe.deploy.quantize import QuantizeSettings, quantize_and_verify
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pixelpipe.render import RenderSettings, render_split
+from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

@@ -1,8 +1,8 @@
 # Snakemake adapter: write the memory/time reports and plots from every stage's metrics.
 from pathlib import Path
 
-from pixelpipe.io import read_json
-from pixelpipe.report import write_reports
+from pixelpipe.core.io import read_json
+from pixelpipe.report.reports import write_reports
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

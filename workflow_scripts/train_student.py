@@ -2,11 +2,11 @@
 # (under torchrun when engine.ddp_processes > 1).
 from pathlib import Path
 
-from pixelpipe.ddp_launch import run_stage
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter, path_bytes
+from pixelpipe.core.logs import stage_log
+from pixelpipe.core.measure import StageMeter, path_bytes
+from pixelpipe.report.summary import accuracy_summary
 from pixelpipe.scripts import training_config
-from pixelpipe.summary import accuracy_summary
+from pixelpipe.train.ddp_launch import run_stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]

@@ -1,10 +1,10 @@
 # Snakemake adapter: train the teacher on the cache shards (under torchrun when engine.ddp_processes > 1).
 from pathlib import Path
 
-from pixelpipe.ddp_launch import run_stage
-from pixelpipe.logs import stage_log
-from pixelpipe.measure import StageMeter, path_bytes
+from pixelpipe.core.logs import stage_log
+from pixelpipe.core.measure import StageMeter, path_bytes
 from pixelpipe.scripts import training_config
+from pixelpipe.train.ddp_launch import run_stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]

@@ -1,0 +1,220 @@
+"""Load, complete and validate a pixelpipe config.
+
+One function, `resolve_config`, is used by the Snakefile and by every
+command-line entry point, so the workflow and `python -m pixelpipe.*` see the
+same values: user keys win, then the hardware profile, then schema defaults.
+Errors name the offending key before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ..core.hardware import PROFILES, auto_profile, probe_device
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schema.yaml"  # ships with the package
+
+
+RUNTIME_PREFIX = "engine_"  # the Snakemake resource that carries a runtime-only engine switch
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_keys(section: str = "engine") -> tuple[str, ...]:
+    """The switches of `section` marked `x-runtime: true` in the schema: they cannot change what a run
+    computes, so they stay out of Snakemake params (no rerun) and out of run fingerprints.
+
+    ddp_processes is one: the processes together see the samples, windows and steps of one process (only
+    float summation order differs, as with threads), so a checkpoint resumes at any process count.
+    """
+    props = load_schema()["properties"][section]["properties"]
+    return tuple(k for k, v in props.items() if v.get("x-runtime"))
+
+
+def output_affecting(engine_cfg: dict) -> dict:
+    """The engine switches that can change what training produces (Snakemake params, run fingerprints)."""
+    runtime = runtime_keys()
+    return {k: v for k, v in engine_cfg.items() if k not in runtime}
+
+
+def runtime_resources(engine_cfg: dict, keys: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Runtime-only engine switches as integer Snakemake resources (`engine_threads=4`): declared by the
+    rule, read by its script, and, unlike params, never a reason to rerun a job."""
+    return {RUNTIME_PREFIX + k: int(engine_cfg[k]) for k in (keys or runtime_keys())}
+
+
+def runtime_switches(resources: Any, keys: tuple[str, ...] | None = None) -> dict:
+    """The runtime-only engine switches a job declared as resources, with their schema types back."""
+    props = load_schema()["properties"]["engine"]["properties"]
+    switches = {}
+    for key in keys or runtime_keys():
+        value = getattr(resources, RUNTIME_PREFIX + key)
+        switches[key] = bool(value) if props[key]["type"] == "boolean" else int(value)
+    return switches
+
+
+def engine_section(params_engine: dict, resources: Any) -> dict:
+    """A training rule's whole engine section: its params (output-affecting) plus its resources (runtime)."""
+    return {**params_engine, **runtime_switches(resources)}
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the key."""
+
+
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Recursively merge `override` into a copy of `base` (override wins)."""
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _fill_defaults(schema: dict, instance: Any, root: dict) -> Any:
+    if "$ref" in schema:
+        name = schema["$ref"].split("/")[-1]
+        schema = {**root["definitions"][name], **{k: v for k, v in schema.items() if k != "$ref"}}
+    if isinstance(instance, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+            if key in instance:
+                instance[key] = _fill_defaults(sub, instance[key], root)
+    return instance
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+
+
+def validate_schema(cfg: dict, schema: dict) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"config key '{_key_path(e)}': {e.message}" for e in errors]
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+
+
+def _check_consistency(cfg: dict) -> None:
+    problems = []
+    splits = cfg["corpus"]["splits"]
+    if abs(sum(splits.values()) - 1.0) > 1e-6:
+        problems.append(f"corpus.splits must sum to 1, got {sum(splits.values()):.4f}")
+    if cfg["corpus"]["min_chars"] > cfg["corpus"]["max_chars"]:
+        problems.append("corpus.min_chars must be <= corpus.max_chars")
+    r = cfg["render"]
+    if r["font_size"] > r["cell_height"]:
+        problems.append(f"render.font_size ({r['font_size']}) must be <= render.cell_height ({r['cell_height']})")
+    for role in ("teacher", "student"):
+        m = cfg[role]["model"]
+        if m["mixer_kernel"] % 2 == 0 and m["mixer_kernel"]:
+            problems.append(f"{role}.model.mixer_kernel ({m['mixer_kernel']}) must be odd (or 0 = off)")
+        if m["dim"] % m["heads"]:
+            problems.append(f"{role}.model.dim ({m['dim']}) must be divisible by {role}.model.heads ({m['heads']})")
+        bs = cfg[role]["train"]["batch_size"]
+        acc, procs = cfg["engine"]["grad_accum_steps"], cfg["engine"]["ddp_processes"]
+        if bs != "auto" and bs % (acc * procs):
+            problems.append(f"{role}.train.batch_size ({bs}) must be divisible by engine.grad_accum_steps ({acc}) "
+                            f"x engine.ddp_processes ({procs})")
+    if cfg["student"]["model"]["num_capsules"] != cfg["teacher"]["model"]["num_capsules"]:
+        problems.append("student.model.num_capsules must equal teacher.model.num_capsules (sketches are aligned per capsule)")
+    if "train" not in cfg["encode"]["splits"]:
+        problems.append("encode.splits must include 'train' (the student distils from it)")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def resolve_config(user_cfg: dict | None) -> dict:
+    """User config -> complete, validated config with the hardware profile applied."""
+    user_cfg = copy.deepcopy(user_cfg or {})
+    schema = load_schema()
+    validate_schema(user_cfg, schema)  # structure and types of what the user wrote
+    requested = user_cfg.get("hardware", {}).get("profile", "cpu")
+    profile = auto_profile(probe_device(user_cfg.get("hardware", {}).get("device", "auto"))) if requested == "auto" else requested
+    cfg = deep_merge(PROFILES[profile], user_cfg)
+    cfg.setdefault("hardware", {})["profile"] = profile
+    cfg = _fill_defaults(schema, cfg, schema)
+    validate_schema(cfg, schema)
+    _check_consistency(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: dict | None = None) -> dict:
+    user = yaml.safe_load(Path(path).read_text()) if path else {}
+    return resolve_config(deep_merge(user or {}, overrides or {}))
+
+
+def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    rows = []
+    for key, sub in schema.get("properties", {}).items():
+        if "$ref" in sub:
+            sub = {**root["definitions"][sub["$ref"].split("/")[-1]], **{k: v for k, v in sub.items() if k != "$ref"}}
+        path = f"{prefix}{key}"
+        if sub.get("type") == "object" and "properties" in sub and key != "splits":
+            rows += _schema_rows(sub, root, path + ".")
+            continue
+        if "enum" in sub:
+            kind = " \\| ".join(str(v) for v in sub["enum"])
+        elif "oneOf" in sub:
+            kind = " or ".join(s.get("type", repr(s.get("const"))) for s in sub["oneOf"])
+        else:
+            t = sub.get("type", "object")
+            kind = " or ".join(t) if isinstance(t, list) else t
+        default = sub.get("default", "")
+        note = " *Runtime only: reaches the jobs as a resource, changing it reruns nothing.*" if sub.get("x-runtime") else ""
+        rows.append((path, kind, "`" + json_compact(default) + "`", sub.get("description", "") + note))
+    return rows
+
+
+def json_compact(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def schema_markdown() -> str:
+    """The README's config table, generated from the schema so the two cannot drift apart."""
+    schema = load_schema()
+    lines = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{k}` | {t} | {d} | {desc} |" for k, t, d, desc in _schema_rows(schema, schema)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """`python -m pixelpipe.config`: resolve a config, or print (or write into the README) the config table."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m pixelpipe.config", description="Resolve a config or print the config table.")
+    ap.add_argument("--config", help="config file to resolve and print as JSON")
+    ap.add_argument("--markdown", action="store_true", help="print the README config table")
+    ap.add_argument("--update-readme", metavar="README", help="rewrite the table between the config-table markers")
+    args = ap.parse_args()
+    if args.update_readme:
+        import re
+        from pathlib import Path as _P
+
+        readme = _P(args.update_readme)
+        block = "<!-- config-table:start -->\n" + schema_markdown() + "\n<!-- config-table:end -->"
+        readme.write_text(re.sub(r"<!-- config-table:start -->.*<!-- config-table:end -->", lambda _: block,
+                                 readme.read_text(), flags=re.S))
+    elif args.markdown:
+        print(schema_markdown())
+    else:
+        try:
+            print(json.dumps(load_config(args.config), indent=2))
+        except ConfigError as err:
+            sys.exit(f"pixelpipe: {err}")

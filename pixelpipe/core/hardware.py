@@ -1,0 +1,138 @@
+"""Hardware profiles: what each card can do, and the defaults that pay on it.
+
+A profile only fills keys the user's config leaves out. GPU profiles use the
+reference teacher (D=768, 2 layers, H=2, L=3, K=12) on a glyph-aligned layout
+sized for their longer texts (4 lines of 104 characters); `cpu` keeps a small
+model on one 96-character line so a laptop finishes in minutes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+REFERENCE_TEACHER = {"stem": "pair", "mixer_kernel": 3, "dim": 768, "depth": 2, "heads": 12, "mlp_ratio": 4.0,
+                     "H_cycles": 2, "L_cycles": 3, "num_capsules": 12}
+GPU_STUDENT = {"stem": "pair", "mixer_kernel": 3, "dim": 192, "depth": 2, "heads": 3, "mlp_ratio": 4.0,
+               "H_cycles": 2, "L_cycles": 2, "num_capsules": 12}
+# 150-400 character texts: 4 lines x 104 cells = 416 characters, a 64 x 832 image.
+GPU_RENDER = {"lines": 4, "line_chars": 104}
+GPU_CORPUS = {"num_samples": 60000, "max_chars": 400, "min_chars": 150}
+
+
+def _gpu_profile(engine: dict, teacher_batch: object, student_batch: object) -> dict:
+    return {
+        "corpus": GPU_CORPUS,
+        "render": GPU_RENDER,
+        "teacher": {"model": REFERENCE_TEACHER, "train": {"batch_size": teacher_batch, "epochs": 3, "lr": 0.0005}},
+        "student": {"model": GPU_STUDENT, "train": {"batch_size": student_batch, "epochs": 3, "lr": 0.001},
+                    "checkpoint": {"every_steps": 500}},
+        "encode": {"batch_size": 512},
+        "engine": {"num_workers": 6, "pin_memory": True, "persistent_workers": True, "prefetch_factor": 4,
+                   "channels_last": True, "tf32": True, **engine},
+    }
+
+
+# The laptop default: small enough that `snakemake --cores 4 train` finishes in minutes on 2 cores.
+CPU_PROFILE = {
+    "teacher": {"model": {"dim": 64, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 2,
+                          "num_capsules": 4},
+                "train": {"batch_size": 64, "lr": 0.004, "epochs": 2}},
+    "student": {"model": {"dim": 48, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 1,
+                          "num_capsules": 4},
+                "train": {"batch_size": 64, "lr": 0.004, "epochs": 3}},
+}
+
+PROFILES: dict[str, dict] = {
+    "cpu": CPU_PROFILE,
+    # T4: 15 GB, fp16 tensor cores only (no bf16, no TF32); recomputing the recursion buys batch.
+    "t4": _gpu_profile({"precision": "fp16", "compile": "default", "activation_checkpointing": True}, "auto", "auto"),
+    # A10G: 24 GB Ampere, native bf16 and TF32.
+    "a10g": _gpu_profile({"precision": "bf16", "compile": "default"}, "auto", "auto"),
+    # H100: 80 GB Hopper; memory is plentiful, so no recomputation.
+    "h100": _gpu_profile({"precision": "bf16", "compile": "default"}, 256, 512),
+}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str  # "cuda" or "cpu"
+    name: str
+    total_memory: int  # bytes (host RAM on CPU)
+    capability: tuple[int, int] | None
+
+
+def detect_device(device: str = "auto") -> DeviceInfo:
+    """The device a stage runs on, as torch sees it."""
+    import psutil
+    import torch
+
+    if device in ("auto", "cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        return DeviceInfo("cuda", props.name, props.total_memory, (props.major, props.minor))
+    if device == "cuda":
+        raise RuntimeError("hardware.device is 'cuda' but torch sees no CUDA device")
+    return DeviceInfo("cpu", "cpu", psutil.virtual_memory().total, None)
+
+
+def probe_device(device: str = "auto") -> DeviceInfo:
+    """The device for `hardware.profile: auto` when the workflow is parsed, without importing torch.
+
+    nvidia-smi answers for the first GPU torch would use (the first of CUDA_VISIBLE_DEVICES; none when it
+    is empty or -1); where it is absent there is no CUDA device to use, and where it cannot report the
+    compute capability (old drivers) torch is asked after all.
+    """
+    import shutil
+    import subprocess
+
+    import psutil
+
+    cpu = DeviceInfo("cpu", "cpu", psutil.virtual_memory().total, None)
+    # torch sees only CUDA_VISIBLE_DEVICES; nvidia-smi sees every GPU, so ask it for torch's first one
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = visible.split(",")[0].strip() if visible is not None else "0"
+    if device == "auto" and first in ("", "-1"):
+        return cpu
+    smi = shutil.which("nvidia-smi") if device in ("auto", "cuda") else None
+    if smi is None:
+        return detect_device(device) if device == "cuda" else cpu
+    try:
+        out = subprocess.run([smi, "-i", first, "--query-gpu=name,memory.total,compute_cap",
+                              "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()[0]
+        name, mib, cap = (f.strip() for f in out.split(","))
+        major, minor = (int(x) for x in cap.split("."))
+        return DeviceInfo("cuda", name, int(float(mib)) * 2**20, (major, minor))
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError):
+        return detect_device(device)
+
+
+def auto_profile(info: DeviceInfo) -> str:
+    """Pick the profile for the detected device by capability and memory."""
+    if info.kind == "cpu":
+        return "cpu"
+    gib = info.total_memory / 2**30
+    major = info.capability[0] if info.capability else 0
+    if major >= 9 or gib >= 60:
+        return "h100"
+    if major >= 8:
+        return "a10g"
+    return "t4"
+
+
+def native_bf16(info: DeviceInfo) -> bool:
+    """bf16 only where tensor cores do it natively (cc >= 8).
+
+    torch.cuda.is_bf16_supported() says True on a T4 because bf16 is emulated there, which is slow.
+    """
+    return info.kind == "cuda" and info.capability is not None and info.capability[0] >= 8
+
+
+def resolve_precision(setting: str, info: DeviceInfo) -> str:
+    if info.kind == "cpu":
+        return "fp32"
+    if setting == "auto":
+        return "bf16" if native_bf16(info) else "fp16"
+    if setting == "bf16" and not native_bf16(info):
+        return "fp16"
+    return setting

@@ -1,0 +1,246 @@
+"""What the deployed forms cost on the CPU at hand: latency, throughput, size and accuracy.
+
+Three forms of the same student: torch eager fp32, ONNX fp32 and ONNX int8,
+each at the configured batch sizes, on real test images. Repeats run in
+short blocks interleaved round-robin across the forms (not all of one form,
+then the next), so a background process that slows the machine for a while
+slows every form alike and the ratios stay fair on a shared machine; blocks
+rather than single calls, because torch's and onnxruntime's thread pools
+each spin-wait for a moment after a call and would otherwise steal each
+other's cores. The load average before and after is recorded beside the
+numbers: on an oversubscribed machine multi-threaded timings (torch's OpenMP
+barriers above all) are unreliable, and one thread is the fairer setting.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..core import io
+from ..model.checkpoint import load_model
+from . import onnxmodel
+from .export import StudentForExport
+
+FORMS = ("torch_fp32", "onnx_fp32", "onnx_int8")
+FORM_TITLES = {"torch_fp32": "torch eager fp32", "onnx_fp32": "ONNX fp32", "onnx_int8": "ONNX int8"}
+_ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8", "amx_bf16", "neon", "asimd")
+
+
+def cpu_info() -> dict[str, Any]:
+    """CPU model, logical cores and the SIMD flags that decide int8 kernel speed."""
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            if key in ("model name", "hardware") and not model:
+                model = value.strip()
+            elif key in ("flags", "features") and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    model = model or platform.processor()
+    return {"model": model or "unknown", "logical_cores": os.cpu_count(), "machine": platform.machine(),
+            "isa": [f for f in _ISA_FLAGS if f in flags]}
+
+
+def _blocks(repeats: int, size: int = 5) -> list[int]:
+    """Split `repeats` timed runs into blocks of at most `size`."""
+    return [min(size, repeats - i) for i in range(0, repeats, size)]
+
+
+def _stats(times_s: list[float], batch: int) -> dict[str, float]:
+    t = np.asarray(times_s) * 1e3
+    med = float(np.median(t))
+    return {"median_ms": med, "p25_ms": float(np.percentile(t, 25)), "p75_ms": float(np.percentile(t, 75)),
+            "min_ms": float(t.min()), "max_ms": float(t.max()), "repeats": len(t),
+            "throughput_per_s": batch / (med / 1e3) if med > 0 else float("inf")}
+
+
+def _torch_runner(model: torch.nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    wrapper = StudentForExport(model).eval()
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return wrapper(torch.from_numpy(x))[0].numpy()
+
+    return run
+
+
+def _onnx_runner(session: Any) -> Callable[[np.ndarray], np.ndarray]:
+    def run(x: np.ndarray) -> np.ndarray:
+        return session.run(list(onnxmodel.OUTPUT_NAMES), {onnxmodel.INPUT_NAME: x})[0]
+
+    return run
+
+
+def _accuracy(run: Callable[[np.ndarray], np.ndarray], split_dir: Path, batch: int = 256) -> dict[str, Any]:
+    correct = total = 0
+    for images, labels in onnxmodel.iter_cache_split(split_dir):
+        for i in range(0, len(labels), batch):
+            pred = run(onnxmodel.to_input(np.asarray(images[i : i + batch]))).argmax(1)
+            correct += int((pred == labels[i : i + batch]).sum())
+            total += len(pred)
+    return {"accuracy": correct / total if total else float("nan"), "samples": total}
+
+
+def op_profile(model_path: str | os.PathLike, x: np.ndarray, threads: int, runs: int = 10) -> dict[str, Any]:
+    """Share of kernel time per ONNX op type (onnxruntime's profiler), to show what bounds the latency."""
+    import collections
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+
+    so = onnxmodel._session_options(threads)
+    so.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        so.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
+        for _ in range(runs):
+            session.run(None, {onnxmodel.INPUT_NAME: x})
+        events = json.loads(Path(session.end_profiling()).read_text())
+    per_op: collections.Counter = collections.Counter()
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            per_op[e["args"]["op_name"]] += e["dur"]
+    total = sum(per_op.values()) or 1
+    return {"kernel_ms_per_run": total / runs / 1e3,
+            "share": {op: us / total for op, us in per_op.most_common()}}
+
+
+def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx_int8: str | os.PathLike,
+              test_split_dir: str | os.PathLike, batch_sizes: list[int], warmup: int, repeats: int, threads: int,
+              log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Measure every form at every batch size; return the report dict (see write_reports)."""
+    torch.set_num_threads(threads)
+    test_split_dir = Path(test_split_dir)
+    model, config = load_model(student_dir)
+    model.eval()
+    runners = {
+        "torch_fp32": _torch_runner(model),
+        "onnx_fp32": _onnx_runner(onnxmodel.open_session(onnx_fp32, threads)),
+        "onnx_int8": _onnx_runner(onnxmodel.open_session(onnx_int8, threads)),
+    }
+    sizes = {"torch_fp32": Path(student_dir, "model.safetensors").stat().st_size,
+             "onnx_fp32": Path(onnx_fp32).stat().st_size, "onnx_int8": Path(onnx_int8).stat().st_size}
+    pool = np.concatenate([np.asarray(x) for x, _ in onnxmodel.iter_cache_split(test_split_dir)] or [np.zeros((0,))])
+    if len(pool) == 0:
+        raise ValueError(f"no test images in {test_split_dir}")
+    load_before = os.getloadavg()
+    latency: dict[str, dict[str, Any]] = {f: {} for f in FORMS}
+    for b in batch_sizes:
+        idx = np.arange(b) % len(pool)  # real images; a tiny test split is cycled to fill the batch
+        x = onnxmodel.to_input(pool[idx])
+        for form in FORMS:
+            for _ in range(warmup):
+                runners[form](x)
+        times: dict[str, list[float]] = {f: [] for f in FORMS}
+        for block in _blocks(repeats):
+            for form in FORMS:  # round-robin over forms, a short block each (see module docstring)
+                runners[form](x)  # re-warm: the other runtime's threads ran last
+                for _ in range(block):
+                    t0 = time.perf_counter()
+                    runners[form](x)
+                    times[form].append(time.perf_counter() - t0)
+        for form in FORMS:
+            latency[form][str(b)] = _stats(times[form], b)
+            log(f"batch {b:3d} {FORM_TITLES[form]:17s} median {latency[form][str(b)]['median_ms']:8.2f} ms")
+    load_after = os.getloadavg()
+    b_prof = max(batch_sizes)
+    x = onnxmodel.to_input(pool[np.arange(b_prof) % len(pool)])
+    profile = {"batch": b_prof, "onnx_fp32": op_profile(onnx_fp32, x, threads), "onnx_int8": op_profile(onnx_int8, x, threads)}
+    accuracy = {}
+    for form in FORMS:
+        accuracy[form] = _accuracy(runners[form], test_split_dir)
+        log(f"{FORM_TITLES[form]:17s} test accuracy {100 * accuracy[form]['accuracy']:.2f} %")
+    ratios = {}
+    for b in map(str, batch_sizes):
+        int8 = latency["onnx_int8"][b]["median_ms"]
+        ratios[b] = {"int8_vs_onnx_fp32": latency["onnx_fp32"][b]["median_ms"] / int8,
+                     "int8_vs_torch_fp32": latency["torch_fp32"][b]["median_ms"] / int8,
+                     "onnx_fp32_vs_torch_fp32": latency["torch_fp32"][b]["median_ms"] / latency["onnx_fp32"][b]["median_ms"]}
+    import onnxruntime
+
+    return {
+        "cpu": cpu_info(), "threads": threads, "load_average_before": load_before, "load_average_after": load_after,
+        "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
+        "encoder": config["encoder"], "batch_sizes": batch_sizes, "warmup": warmup, "repeats": repeats,
+        "latency": latency, "speedup": ratios, "op_profile": profile, "size_bytes": sizes, "accuracy": accuracy,
+        "accuracy_drop_points_int8_vs_onnx_fp32": 100 * (accuracy["onnx_fp32"]["accuracy"] - accuracy["onnx_int8"]["accuracy"]),
+    }
+
+
+def goal_check(report: dict[str, Any], batch: str = "32") -> dict[str, Any]:
+    """The issue's bar: int8 at batch 32 >= 2x ONNX fp32, >= 3x torch eager, <= 1 point less accurate."""
+    if batch not in report["speedup"]:
+        return {"evaluated": False, "reason": f"batch {batch} not benchmarked"}
+    s = report["speedup"][batch]
+    drop = report["accuracy_drop_points_int8_vs_onnx_fp32"]
+    checks = {"int8_vs_onnx_fp32 >= 2": s["int8_vs_onnx_fp32"] >= 2.0,
+              "int8_vs_torch_fp32 >= 3": s["int8_vs_torch_fp32"] >= 3.0,
+              "accuracy drop <= 1 point": drop <= 1.0}
+    return {"evaluated": True, "batch": int(batch), "checks": checks, "met": all(checks.values())}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    cpu = report["cpu"]
+    lines = [
+        "# Deploy benchmark",
+        "",
+        f"CPU: **{cpu['model']}** ({cpu['logical_cores']} logical cores, {cpu['machine']}, "
+        f"ISA: {', '.join(cpu['isa']) or 'n/a'}); **{report['threads']} thread(s)** for torch and onnxruntime. "
+        f"torch {report['versions']['torch']}, onnxruntime {report['versions']['onnxruntime']}.",
+        f"Load average (1/5/15 min) before: {', '.join(f'{x:.2f}' for x in report['load_average_before'])}; "
+        f"after: {', '.join(f'{x:.2f}' for x in report['load_average_after'])}.",
+        f"{report['warmup']} warm-up runs, {report['repeats']} timed repeats per form and batch, interleaved "
+        "in blocks of up to 5, round-robin across forms; latency is the median, spread the 25th-75th percentile.",
+        "",
+        "| form | batch | median ms | p25-p75 ms | images/s | size | test accuracy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for form in FORMS:
+        for b in map(str, report["batch_sizes"]):
+            st = report["latency"][form][b]
+            acc = report["accuracy"][form]
+            lines.append(f"| {FORM_TITLES[form]} | {b} | {st['median_ms']:.2f} | {st['p25_ms']:.2f}-{st['p75_ms']:.2f} | "
+                         f"{st['throughput_per_s']:.0f} | {report['size_bytes'][form] / 1024:.0f} KiB | "
+                         f"{100 * acc['accuracy']:.2f} % |")
+    lines += ["", "| batch | int8 vs ONNX fp32 | int8 vs torch fp32 | ONNX fp32 vs torch fp32 |", "| ---: | ---: | ---: | ---: |"]
+    for b, s in report["speedup"].items():
+        lines.append(f"| {b} | {s['int8_vs_onnx_fp32']:.2f}x | {s['int8_vs_torch_fp32']:.2f}x | {s['onnx_fp32_vs_torch_fp32']:.2f}x |")
+    g = report.get("goal", {})
+    if g.get("evaluated"):
+        lines += ["", f"Goal at batch {g['batch']} (int8 >= 2x ONNX fp32, >= 3x torch eager, <= 1 point accuracy drop): "
+                  + ("**met**" if g["met"] else "**not met**") + " — "
+                  + "; ".join(f"{k}: {'yes' if v else 'no'}" for k, v in g["checks"].items()) + "."]
+    prof = report.get("op_profile")
+    if prof:
+        lines += ["", f"Where the time goes (onnxruntime profiler, batch {prof['batch']}, share of kernel time):", "",
+                  "| op (fp32) | share | op (int8) | share |", "| --- | ---: | --- | ---: |"]
+        a, b = list(prof["onnx_fp32"]["share"].items())[:8], list(prof["onnx_int8"]["share"].items())[:8]
+        for i in range(max(len(a), len(b))):
+            left = f"{a[i][0]} | {100 * a[i][1]:.1f} %" if i < len(a) else " | "
+            right = f"{b[i][0]} | {100 * b[i][1]:.1f} %" if i < len(b) else " | "
+            lines.append(f"| {left} | {right} |")
+        lines.append(f"| kernel total (profiled) | {prof['onnx_fp32']['kernel_ms_per_run']:.2f} ms | kernel total (profiled) | "
+                     f"{prof['onnx_int8']['kernel_ms_per_run']:.2f} ms |")
+    enc = report["encoder"]
+    lines += ["", f"Student: {enc['lines']} x {enc['line_chars']} cells of {enc['cell_height']}x{enc['cell_width']} "
+              f"(x{enc['channels']} channels), {enc['stem']} stem, mixer kernel {enc['mixer_kernel']}, dim {enc['dim']}, depth {enc['depth']}, H_cycles {enc['H_cycles']}, L_cycles {enc['L_cycles']}, "
+              f"K {enc['num_capsules']}, {enc['num_classes']} classes; accuracy on {report['accuracy']['onnx_int8']['samples']} "
+              "test images.", ""]
+    return "\n".join(lines)
+
+
+def write_reports(report: dict[str, Any], json_path: str | os.PathLike, md_path: str | os.PathLike) -> None:
+    report = {**report, "goal": goal_check(report)}
+    io.write_json(json_path, report)
+    io.write_text(md_path, render_markdown(report))

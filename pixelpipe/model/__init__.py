@@ -1,0 +1,2 @@
+"""The recursive vision encoder (TRMVisionEncoder) and its safetensors checkpoints. Imports core, config, data.
+"""

@@ -1,0 +1,7 @@
+"""`python -m pixelpipe.plan`: the plan of a config as a table (or JSON) and the disk check."""
+
+import sys
+
+from .planner import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""The closing lines of a run: test accuracy of the models and the text baseline, truncated texts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config.settings import TRUNCATION_WARN_SHARE
+from ..core.io import read_json
+
+
+def model_results(results_dir: str | Path) -> list[dict]:
+    """One row per model that exists: teacher, student (torch, and int8 ONNX once measured), the n-gram baseline."""
+    results_dir = Path(results_dir)
+    rows = []
+    for role in ("teacher", "student"):
+        cfg = results_dir / role / "config.json"
+        if cfg.exists():
+            m = read_json(cfg).get("metrics", {})
+            if m.get("test_accuracy") is not None:
+                rows.append({"model": role, "test_accuracy": m["test_accuracy"], "parameters": m.get("parameters"),
+                             "train_s": m.get("train_wall_s")})
+    deploy = results_dir / "reports" / "deploy.json"
+    if deploy.exists():
+        acc = read_json(deploy).get("accuracy", {}).get("onnx_int8", {})
+        if acc.get("accuracy") is not None:
+            rows.append({"model": "student, int8 ONNX", "test_accuracy": acc["accuracy"], "parameters": None,
+                         "train_s": None})
+    base = results_dir / "baseline" / "metrics.json"
+    if base.exists():
+        b = read_json(base)
+        rows.append({"model": "n-gram baseline (text)", "test_accuracy": b["test_accuracy"],
+                     "parameters": b.get("parameters"), "train_s": b.get("train_s")})
+    return rows
+
+
+def truncation(results_dir: str | Path) -> dict[str, dict]:
+    """Per rendered split: texts, how many were truncated to the layout, and the capacity."""
+    out = {}
+    for manifest in sorted(Path(results_dir, "cache").glob("*/manifest.json")):
+        m = read_json(manifest)
+        r = m["render"]
+        out[manifest.parent.name] = {"texts": m["count"], "truncated": m["truncated"],
+                                     "share": m["truncated_share"], "capacity": r["lines"] * r["line_chars"]}
+    return out
+
+
+def accuracy_summary(results_dir: str | Path) -> str:
+    lines = []
+    for r in model_results(results_dir):
+        extra = []
+        if r["parameters"]:
+            extra.append(f"{r['parameters']:,} parameters")
+        if r["train_s"] is not None:
+            extra.append(f"trained in {r['train_s']:.0f} s")
+        lines.append(f"  {r['model']:24s} test accuracy {r['test_accuracy']:.4f}" + (f"  ({', '.join(extra)})" if extra else ""))
+    for split, t in truncation(results_dir).items():
+        if t["share"] > TRUNCATION_WARN_SHARE:
+            lines.append(f"  warning: {t['truncated']} of {t['texts']} {split} texts ({100 * t['share']:.1f} %) were "
+                         f"truncated to {t['capacity']} characters (render.line_chars x render.lines)")
+    return "pixelpipe results:\n" + "\n".join(lines) if lines else ""
+
+
+def summary_markdown_lines(results_dir: str | Path) -> list[str]:
+    """The models and truncation part of results/reports/summary.md."""
+    lines = ["| model | test accuracy | parameters | training s |", "|---|---:|---:|---:|"]
+    for r in model_results(results_dir):
+        params = f"{r['parameters']:,}" if r["parameters"] else "-"
+        train = f"{r['train_s']:.0f}" if r["train_s"] is not None else "-"
+        lines.append(f"| {r['model']} | {100 * r['test_accuracy']:.2f} % | {params} | {train} |")
+    lines += ["", "| split | texts | truncated to the layout | share |", "|---|---:|---:|---:|"]
+    for split, t in truncation(results_dir).items():
+        lines.append(f"| {split} | {t['texts']} | {t['truncated']} (> {t['capacity']} characters) | "
+                     f"{100 * t['share']:.1f} % |")
+    return lines

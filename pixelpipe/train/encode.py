@@ -1,0 +1,177 @@
+"""Encode one cache shard with the frozen teacher.
+
+Host memory holds one output buffer for the shard and one batch of images;
+the images themselves are read from the memory-mapped shard batch by batch.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..core.io import atomic_path
+from ..core.timing import ComponentTimer
+from ..model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits
+from .engine import autocast_context, halve_on_oom
+
+ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
+
+
+def encoded_fields(cfg: EncoderConfig, n: int) -> dict[str, tuple[tuple[int, ...], type]]:
+    """Shape and dtype of every array encode writes for `n` samples: the planner sizes encoded shards and the
+    consolidated dataset from this same spec."""
+    return {
+        "sketches": ((n, cfg.num_capsules, cfg.dim), np.float16),
+        "children": ((n, cfg.num_capsules, cfg.num_children, cfg.dim), np.float16),
+        "checksums": ((n, cfg.num_capsules, cfg.checksum_bits // 8), np.uint8),
+        "logits": ((n, cfg.num_classes), np.float32),
+        "labels": ((n,), np.int64),
+    }
+
+
+def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
+    return {name: np.empty(shape, dtype) for name, (shape, dtype) in encoded_fields(model.cfg, n).items()}
+
+
+def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Memory-mapped slices as (pinned) tensors, read one batch ahead on a thread."""
+    n = len(images)
+
+    def load(start: int) -> torch.Tensor:
+        t = torch.from_numpy(np.array(images[start : min(n, start + batch_size)]))  # copy: memmaps are read-only
+        return t.pin_memory() if pin else t
+
+    starts = list(range(0, n, batch_size))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(load, starts[0]) if starts else None
+        for i, start in enumerate(starts):
+            batch = future.result()
+            if i + 1 < len(starts):
+                future = pool.submit(load, starts[i + 1])
+            yield start, start + len(batch), batch
+
+
+# One batch's results on their way to the host: (start, stop, host tensors, the CUDA event their copies wait on)
+Pending = tuple[int, int, dict[str, torch.Tensor], object]
+
+
+def _forward_to_host(model: TRMVisionEncoder, batch: torch.Tensor, device: torch.device, precision: str,
+                     t: ComponentTimer) -> tuple[dict[str, torch.Tensor], object]:
+    """The teacher's outputs for one batch in their stored dtypes, copied to the host asynchronously on
+    CUDA; the returned event (None on CPU) marks when the copies are done."""
+    cuda = device.type == "cuda"
+    t.start("forward")
+    with autocast_context(device, precision):
+        res = model(batch)
+    t.start("to_host")
+    packed = {
+        "sketches": res["sketches"].half(),
+        "children": res["children"].half(),
+        "checksums": pack_bits(checksum_bits(res["checksum_logits"].float())),
+        "logits": res["logits"].float(),
+    }
+    host = {k: v.to("cpu", non_blocking=cuda) for k, v in packed.items()}
+    event = None
+    if cuda:
+        event = torch.cuda.Event()
+        event.record()
+    return host, event
+
+
+def _drain(out: dict[str, np.ndarray], item: Pending) -> None:
+    """Wait for one batch's copies (a batch late, so they overlap the next forward) and store them."""
+    start, stop, host, event = item
+    if event is not None:
+        event.synchronize()
+    for name, value in host.items():
+        out[name][start:stop] = value.numpy()
+
+
+@torch.inference_mode()
+def encode_images(
+    model: TRMVisionEncoder,
+    images: np.ndarray,
+    labels: np.ndarray,
+    device: torch.device,
+    precision: str = "fp32",
+    batch_size: int = 256,
+    progress: bool = True,
+    desc: str = "encode",
+    timer: ComponentTimer | None = None,
+) -> dict[str, np.ndarray]:
+    """Teacher outputs for `images` (uint8 [N,C,H,W], may be a memmap) in one preallocated buffer.
+
+    On CUDA the next batch is read and pinned while the current one computes, and results
+    come back with asynchronous copies that are waited for one batch later.
+    """
+    model.eval()
+    t = timer or ComponentTimer(device)
+    n = len(images)
+    out = allocate_outputs(n, model)
+    out["labels"][:] = labels
+    cuda = device.type == "cuda"
+    pending: Pending | None = None
+    bar = tqdm(total=n, desc=desc, unit="img", disable=not progress, mininterval=1.0)
+    batches = _read_batches(images, batch_size, pin=cuda)
+    try:
+        while True:
+            t.start("read_h2d")
+            item = next(batches, None)
+            if item is None:
+                break
+            start, stop, batch = item
+            host, event = _forward_to_host(model, batch.to(device, non_blocking=True), device, precision, t)
+            if pending is not None:
+                _drain(out, pending)
+            pending = (start, stop, host, event)
+            bar.update(stop - start)
+        if pending is not None:
+            t.start("to_host")
+            _drain(out, pending)
+    finally:  # also after out of memory: the read-ahead thread and its pinned batch go before a retry
+        t.stop()
+        batches.close()
+        bar.close()
+    return out
+
+
+def pack_bits(bits: torch.Tensor) -> torch.Tensor:
+    """[..., 8k] bool -> [..., k] uint8, most significant bit first (numpy.packbits order), on device."""
+    weights = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8, device=bits.device)
+    return (bits.reshape(*bits.shape[:-1], -1, 8).to(torch.uint8) * weights).sum(-1, dtype=torch.uint8)
+
+
+def encode_shard(
+    model: TRMVisionEncoder,
+    shard_path: str | Path,
+    labels: np.ndarray,
+    out_path: str | Path,
+    device: torch.device,
+    precision: str = "fp32",
+    batch_size: int = 256,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Encode `shard_path` (uint8 [N,C,H,W] .npy) into an uncompressed `.npz` at `out_path`."""
+    images = np.load(shard_path, mmap_mode="r")
+    if len(images) != len(labels):
+        raise ValueError(f"{shard_path}: {len(images)} images but {len(labels)} labels in the manifest")
+    t0 = time.perf_counter()
+    timer = ComponentTimer(device)
+    out = halve_on_oom(lambda bs: encode_images(model, images, labels, device, precision, bs, progress,
+                                                desc=Path(shard_path).name, timer=timer), batch_size, "encode")
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    timer.start("write")
+    with atomic_path(out_path, suffix=".npz") as tmp:
+        np.savez(tmp, **out)
+    timer.stop()
+    components = timer.summary()
+    return {"samples": len(images), "encode_s": seconds, "images_per_s": len(images) / max(seconds, 1e-9),
+            "write_s": components["write"]["seconds"], "components": components}

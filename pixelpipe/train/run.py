@@ -1,0 +1,297 @@
+"""The teacher and student training stages: build, train, evaluate, save.
+
+Both stages run the same `engine.Trainer`; they differ only in the model size
+and the objective (labels for the teacher; labels + teacher logits + teacher
+sketches for the student). Under torchrun every rank runs the same stage
+function; rank 0 alone writes the model, metrics and checkpoints.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io as _io
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+import pixelpipe
+
+from ..config.resolve import output_affecting
+from ..core import distributed
+from ..core.hardware import DeviceInfo, detect_device
+from ..core.io import read_json, sha256_file, write_text
+from ..data.cache import CacheDataset, CacheSplit
+from ..data.consolidate import open_dataset
+from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
+from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
+from .distill import ClassificationObjective, DistillationObjective, DistillSettings
+from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, intra_op_threads
+from .parts import PartTimer
+
+METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
+# The teacher's checkpoint policy (it has no checkpoint config: its run is short and its outputs are final);
+# the planner sizes the teacher's checkpoint directory from these.
+TEACHER_KEEP_LAST, TEACHER_EVERY_STEPS = 1, 200
+
+
+def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
+    """The encoder for a `{role}.model` section and the render settings its images were drawn with."""
+    return EncoderConfig.from_section(model_cfg, render_settings, num_classes)
+
+
+def text_length(train_cfg: dict, manifest: dict) -> dict:
+    """The text lengths training saw, so predict warns only about inputs truly outside them.
+
+    min_chars: the shortest training window (or the shortest training text, without windows);
+    max_chars: what the layout holds (longer texts are truncated, in training as in predict).
+    """
+    lengths = [n for s in manifest["shards"] for n in s["lengths"]]
+    shortest = min(lengths, default=0)
+    if train_cfg["window_prob"] > 0:
+        shortest = min(shortest, train_cfg["window_min_chars"])
+    return {"min_chars": int(shortest), "max_chars": int(max(lengths, default=0))}
+
+
+def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> dict:
+    """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths."""
+    return {"labels": labels, "render": train_split.render_settings, "atlas": train_split.manifest["atlas"],
+            "text_length": text_length(role_cfg["train"], train_split.manifest)}
+
+
+def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
+    info = detect_device(cfg["hardware"]["device"])
+    settings = EngineSettings.from_config(cfg["engine"], info)
+    configure_backends(settings.tf32, intra_op_threads(settings.threads, settings.ddp_processes, threads))
+    d = distributed.current()
+    device = torch.device("cuda", d.local_rank) if info.kind == "cuda" and d.enabled else torch.device(info.kind)
+    return info, device, settings
+
+
+def metrics_rows(history: list[dict], test: dict | None) -> list[dict]:
+    rows = []
+    for h in history:
+        rows.append({"epoch": h["epoch"], "step": h["step"], "split": "train", "loss": h.get("train_loss"),
+                     "lr": h.get("lr"), "samples_per_s": h.get("samples_per_s")})
+        if "val_accuracy" in h:
+            rows.append({"epoch": h["epoch"], "step": h["step"], "split": "val", "loss": h["val_loss"],
+                         "accuracy": h["val_accuracy"]})
+    if test is not None:
+        last = history[-1] if history else {"epoch": 0, "step": 0}
+        rows.append({"epoch": last["epoch"], "step": last["step"], "split": "test", "loss": test["loss"],
+                     "accuracy": test["accuracy"]})
+    return rows
+
+
+def write_metrics_csv(path: Path, rows: list[dict]) -> None:
+    buf = _io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, buf.getvalue())
+
+
+def checkpoint_batch_size(ckpt_dir: Path | None) -> int | None:
+    """The effective batch the newest readable checkpoint was trained with (resume must keep it)."""
+    for _, path in reversed(list_checkpoints(ckpt_dir) if ckpt_dir else []):
+        try:
+            meta = read_json(path)
+            return int(meta.get("batch_size", meta["micro_batch"] * meta["accum"]))
+        except (ValueError, KeyError):  # damaged: resume skips it too
+            continue
+    return None
+
+
+def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
+                       engine: EngineSettings, device: torch.device, n_train: int, log: Callable[[str], None],
+                       ckpt_dir: Path | None = None) -> tuple[int, dict | None]:
+    """(effective batch size, finder report or None). 'auto' searches, unless a checkpoint fixes it.
+
+    Under DDP rank 0 searches for one process (on CPU within its share of the RAM the ranks share), the
+    others take its answer, and the global batch is that times the number of processes.
+    """
+    bs = role_cfg["train"]["batch_size"]
+    if bs != "auto":
+        return int(bs), None
+    resumed = checkpoint_batch_size(ckpt_dir)
+    if resumed is not None:
+        log(f"batch size auto: resuming, so keeping the checkpoint's batch size {resumed}")
+        return resumed, {"from_checkpoint": True, "batch_size": resumed}
+    from .batchsize import default_budget, find_batch_size
+
+    d = distributed.current()
+    found = None
+    if d.main:
+        budget = default_budget(engine, device) // (d.world if device.type == "cpu" else 1)
+        found = find_batch_size(model, objective, sample_batch, engine, device, log=log, budget_bytes=budget,
+                                max_batch=max(1, n_train // 4 // d.world)).to_dict()
+    found = distributed.broadcast(found, d)
+    return found["batch_size"] * d.world, {**found, "processes": d.world}
+
+
+def run_fingerprint(params: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def source_hash() -> str:
+    """sha256 of the package's source and the torch version: the code that decides what training computes.
+
+    The whole package rather than a hand-kept list of modules, so no edit that changes results
+    (model, loss, engine, windows, ...) can be missed; editing any module restarts training.
+    """
+    root = Path(pixelpipe.__file__).resolve().parent
+    h = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
+    """Identity of a training run: its config slice, the bytes it learns from and the code that learns.
+
+    Checkpoints carry it, so a resumed run is always the same run (never another config's, and never
+    one from before a fix in the model or the loss).
+    """
+    return run_fingerprint({role: cfg[role], "engine": output_affecting(cfg["engine"]), "seed": cfg["seed"],
+                            "data": [sha256_file(p) for p in data_files], "code": source_hash()})
+
+
+def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
+    """Checkpoints of another run (config, data or code) must not be resumed: drop them (rank 0's job under DDP)."""
+    if not distributed.current().main:
+        return
+    marker = ckpt_dir / "RUN"
+    if marker.exists() and marker.read_text().strip() != fingerprint:
+        removed = rotate_checkpoints(ckpt_dir, 0)
+        log(f"checkpoints in {ckpt_dir} belong to another run (config, data or code); removed {len(removed) // 2}")
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    write_text(marker, fingerprint + "\n")
+
+
+def _train_and_save(
+    role: str,
+    cfg: dict,
+    model: TRMVisionEncoder,
+    objective,
+    train_set,
+    val_set,
+    test_set,
+    out_dir: Path,
+    ckpt_dir: Path | None,
+    keep_last: int,
+    every_steps: int,
+    threads: int | None,
+    extra_config: dict,
+    log: Callable[[str], None],
+    engine: EngineSettings,
+    info: DeviceInfo,
+    device: torch.device,
+    profile_dir: Path | None,
+) -> tuple[TrainResult, dict]:
+    role_cfg = cfg[role]
+
+    def sample_batch(b: int) -> dict:
+        """b real training samples (cycling through the split when it is smaller than b)."""
+        items = [train_set[i % len(train_set)] for i in range(b)]
+        return {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0]}
+
+    batch_size, search = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device,
+                                            len(train_set), log, ckpt_dir)
+    tcfg = {**role_cfg["train"], "batch_size": batch_size}
+    trainer = Trainer(model, objective, train_set, val_set, TrainSettings.from_section(tcfg), engine, device, seed=cfg["seed"],
+                      ckpt_dir=ckpt_dir, keep_last=keep_last, every_steps=every_steps, log=log,
+                      profile_dir=profile_dir, desc=role)
+    log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
+        f"{trainer.total_steps} steps on {info.name} ({engine.precision})")
+    # Module hooks would break torch.compile graphs; under compile use engine.profiler instead.
+    parts = PartTimer(model, device) if engine.compile == "none" else None
+    result = trainer.fit()
+    result.resolved.update(hardware_profile=cfg["hardware"]["profile"], device_name=info.name,
+                           device_capability=list(info.capability) if info.capability else None,
+                           batch_size_requested=role_cfg["train"]["batch_size"], batch_size_search=search)
+    forward_parts = parts.summary() if parts is not None else {}
+    test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
+    log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
+    summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
+               "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
+               "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model)}
+    t_write = time.perf_counter()
+    if trainer.dist.main:
+        save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
+                                    "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
+                                    "metrics": summary})
+        write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
+    # writing the outputs, next to the step components (periodic checkpoint saves are in none of them)
+    result.components["write"] = {"seconds": time.perf_counter() - t_write, "share": 0.0, "calls": 1}
+    return result, {**summary, "forward_parts": forward_parts}
+
+
+def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path, threads: int | None = None,
+                  log: Callable[[str], None] = print, ckpt_dir: Path | None = None,
+                  profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
+    init_seed_everything(cfg["seed"])
+    info, device, engine = setup_device(cfg, threads)
+    labels = read_json(labels_path)["labels"]
+    train_split = CacheSplit(cache_root / "train")
+    model = TRMVisionEncoder(encoder_config(cfg["teacher"]["model"], train_split.render_settings, len(labels)))
+    objective = ClassificationObjective(cfg["teacher"]["train"]["label_smoothing"])
+    if ckpt_dir is not None:
+        fingerprint = training_fingerprint(cfg, "teacher", [cache_root / "train" / "manifest.json", labels_path])
+        clear_stale_checkpoints(ckpt_dir, fingerprint, log)
+    distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
+    return _train_and_save(
+        "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
+        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=TEACHER_KEEP_LAST, every_steps=TEACHER_EVERY_STEPS, threads=threads,
+        extra_config=model_extras(cfg["teacher"], labels, train_split),
+        log=log, engine=engine, info=info,
+        device=device, profile_dir=profile_dir,
+    )
+
+
+def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: Path, labels_path: Path,
+                  out_dir: Path, ckpt_dir: Path, threads: int | None = None, log: Callable[[str], None] = print,
+                  profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
+    init_seed_everything(cfg["seed"])
+    info, device, engine = setup_device(cfg, threads)
+    labels = read_json(labels_path)["labels"]
+    teacher_cfg = read_json(teacher_dir / "config.json")
+    train_split = CacheSplit(cache_root / "train")
+    teacher_out = open_dataset(dataset_dir)
+    if len(teacher_out["logits"]) != len(train_split):
+        raise ValueError(f"{dataset_dir} has {len(teacher_out['logits'])} rows, the train cache {len(train_split)}")
+    model = TRMVisionEncoder(encoder_config(cfg["student"]["model"], train_split.render_settings, len(labels)))
+    objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"],
+                                      DistillSettings.from_section(cfg["student"]["distill"]),
+                                      cfg["student"]["train"]["label_smoothing"])
+    train_set = CacheDataset(cache_root / "train",
+                             extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]})
+    fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,
+                                                        dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
+    clear_stale_checkpoints(ckpt_dir, fingerprint, log)
+    distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
+    ck = cfg["student"]["checkpoint"]
+    result, summary = _train_and_save(
+        "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),
+        out_dir, ckpt_dir, keep_last=ck["keep_last"], every_steps=ck["every_steps"], threads=threads,
+        extra_config={**model_extras(cfg["student"], labels, train_split),
+                      "teacher": {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
+                                  "sha256": sha256_file(teacher_dir / "model.safetensors")}},
+        log=log, engine=engine, info=info, device=device, profile_dir=profile_dir,
+    )
+    return result, summary
+
+
+def load_teacher(teacher_dir: Path, device: torch.device) -> TRMVisionEncoder:
+    model, _ = load_model(teacher_dir, device)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+__all__ = ["train_teacher", "train_student", "load_teacher", "list_checkpoints"]
