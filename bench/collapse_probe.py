@@ -34,17 +34,17 @@ def main() -> None:
     ap.add_argument("--L", type=int, default=2)
     ap.add_argument("--data", default="/tmp/pixelpipe-collapse-data")
     args = ap.parse_args()
-    sys.path.insert(0, args.repo)  # the old package, not the installed one
+    sys.path.insert(0, args.repo)  # the old flat package (pixelpipe.cache, ...), not the installed one
     import numpy as np
     import pandas as pd
     import torch
     import torch.nn.functional as F
 
-    from pixelpipe.config.resolve import load_config
-    from pixelpipe.data.cache import CacheDataset, shard_count
-    from pixelpipe.data.corpus import build_corpus
-    from pixelpipe.data.render import RenderSettings, render_split
-    from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder
+    from pixelpipe.cache import CacheDataset, shard_count
+    from pixelpipe.config import load_config
+    from pixelpipe.corpus import build_corpus
+    from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+    from pixelpipe.render import RenderSettings, render_split
 
     torch.set_num_threads(2)
     root = Path(args.data)

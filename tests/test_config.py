@@ -46,3 +46,20 @@ def test_profile_applies_through_the_repo_config():
     assert cfg["render"]["lines"] == 4 and cfg["render"]["line_chars"] == 104 and cfg["corpus"]["max_chars"] == 400
     cpu = load_config("config.yaml")
     assert cpu["teacher"]["model"]["dim"] < 768 and cpu["render"]["lines"] == 1 and cpu["render"]["line_chars"] == 96
+
+
+def test_runtime_switches_round_trip_through_integer_resources():
+    """What a rule declares as resources comes back to its script with the schema's types; an output-affecting
+    switch is refused as a resource (it would never rerun the job)."""
+    from types import SimpleNamespace
+
+    from pixelpipe.config.resolve import engine_section, output_affecting, runtime_resources, runtime_switches
+
+    engine = resolve_config({"engine": {"progress": False, "num_workers": 3, "ddp_processes": 2}})["engine"]
+    resources = runtime_resources(engine)
+    assert all(type(v) is int for v in resources.values()) and resources["engine_progress"] == 0
+    back = engine_section(output_affecting(engine), SimpleNamespace(**resources))
+    assert back == engine and all(type(back[k]) is type(engine[k]) for k in engine)
+    assert runtime_switches(SimpleNamespace(**resources), ("threads",)) == {"threads": 0}
+    with pytest.raises(ValueError, match="tf32"):
+        runtime_resources(engine, ("threads", "tf32"))

@@ -139,6 +139,11 @@ def test_runtime_only_engine_switches_rerun_nothing(workdir):
     assert planned_jobs(workdir, overrides={"engine": {k: flipped(k) for k in runtime_keys()}}) == {}
 
 
+def test_runtime_only_engine_switches_refresh_only_plan_and_report_on_the_default_target(workdir):
+    jobs = planned_jobs(workdir, target="all", overrides={"engine": {k: flipped(k) for k in runtime_keys()}})
+    assert jobs == {"plan": 1, "report": 1, "all": 1}
+
+
 @pytest.mark.parametrize("key", [k for k in ENGINE_SCHEMA if k not in runtime_keys()])
 def test_output_affecting_engine_switch_reruns_training(workdir, key):
     assert planned_jobs(workdir, overrides={"engine": {key: flipped(key)}}) == TEACHER_CHAIN

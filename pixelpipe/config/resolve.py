@@ -31,9 +31,14 @@ def runtime_keys(section: str = "engine") -> tuple[str, ...]:
 
     ddp_processes is one: the processes together see the samples, windows and steps of one process (only
     float summation order differs, as with threads), so a checkpoint resumes at any process count.
+    Snakemake resources are integers, so a runtime key must be an integer or a boolean.
     """
     props = load_schema()["properties"][section]["properties"]
-    return tuple(k for k, v in props.items() if v.get("x-runtime"))
+    keys = tuple(k for k, v in props.items() if v.get("x-runtime"))
+    odd = [k for k in keys if props[k].get("type") not in ("integer", "boolean")]
+    if odd:
+        raise TypeError(f"x-runtime keys must be integer or boolean (Snakemake resources): {section}.{odd}")
+    return keys
 
 
 def output_affecting(engine_cfg: dict) -> dict:
@@ -45,7 +50,11 @@ def output_affecting(engine_cfg: dict) -> dict:
 def runtime_resources(engine_cfg: dict, keys: tuple[str, ...] | None = None) -> dict[str, int]:
     """Runtime-only engine switches as integer Snakemake resources (`engine_threads=4`): declared by the
     rule, read by its script, and, unlike params, never a reason to rerun a job."""
-    return {RUNTIME_PREFIX + k: int(engine_cfg[k]) for k in (keys or runtime_keys())}
+    keys = keys or runtime_keys()
+    wrong = sorted(set(keys) - set(runtime_keys()))
+    if wrong:  # an output-affecting switch passed as a resource would never rerun the job
+        raise ValueError(f"engine {wrong} change outputs: pass them as params, not resources")
+    return {RUNTIME_PREFIX + k: int(engine_cfg[k]) for k in keys}
 
 
 def runtime_switches(resources: Any, keys: tuple[str, ...] | None = None) -> dict:

@@ -1,7 +1,7 @@
 """The profiler switch: a short torch.profiler window written as a Chrome trace plus tables.
 
 `trace.json` opens in chrome://tracing or Perfetto; `components.json` holds the
-per-model-part rows (record_function ranges in model.py); `timing.md` is the
+per-model-part rows (record_function ranges in model/encoder.py); `timing.md` is the
 per-component table of the whole run (data wait, host-to-device + augmentation,
 forward, backward, optimizer) from the engine's ComponentTimer, followed by
 the profiled window's per-model-part split of the forward.

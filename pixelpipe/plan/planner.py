@@ -202,7 +202,7 @@ def activation_bytes_per_sample(cfg: EncoderConfig, act_bytes: int = 4, activati
                                 grad_free_cycles: bool = False) -> dict[str, int]:
     """Bytes autograd saves for backward per sample, by model part.
 
-    Counted tensor by tensor from model.py: the residual stream and LayerNorm inputs stay fp32 under
+    Counted tensor by tensor from model/encoder.py: the residual stream and LayerNorm inputs stay fp32 under
     autocast (4 bytes); matmul inputs/outputs take `act_bytes` (2 under bf16/fp16 autocast, 4 in fp32).
     Per block: norm1 input x, its normalised output, qkv (3D, kept by attention), attention output,
     its contiguous copy for proj, norm2 input, its output, MLP hidden pre/post GELU; plus the stack's
@@ -535,7 +535,7 @@ def _checkpoint_bytes(enc: EncoderConfig, extra_tensors: dict[str, tuple], epoch
     return safetensors_bytes(tensors) + json_part
 
 
-run_fingerprint_placeholder = "0" * 16  # train.run_fingerprint: 16 hex digits
+run_fingerprint_placeholder = "0" * 16  # train.run.run_fingerprint: 16 hex digits
 
 
 def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
@@ -698,7 +698,7 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
 
 
 def predict_train_teacher(inp: PlanInputs) -> tuple[StagePlan, int]:
-    """The teacher's checkpoint policy is train.train_teacher's."""
+    """The teacher's checkpoint policy is train.run.train_teacher's."""
     from ..train.run import TEACHER_EVERY_STEPS, TEACHER_KEEP_LAST
 
     return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=TEACHER_KEEP_LAST, every=TEACHER_EVERY_STEPS)

@@ -13,7 +13,7 @@ from torch import nn
 
 from ..core.timing import ComponentTimer
 
-# model attribute -> part name (the record_function labels in model.py)
+# model attribute -> part name (the record_function labels in model/encoder.py)
 PARTS = {"stem": "embed", "core": "recursion", "capsules": "capsules", "sketch_norm": "capsules",
          "children_proj": "capsules", "head_norm": "head", "head": "head"}
 
