@@ -25,6 +25,12 @@ RUNTIME_PREFIX = "engine_"  # the Snakemake resource that carries a runtime-only
 
 
 @functools.lru_cache(maxsize=None)
+def section_properties(section: str) -> dict:
+    """The schema's `properties` of one top-level section (read once per process)."""
+    return load_schema()["properties"][section]["properties"]
+
+
+@functools.lru_cache(maxsize=None)
 def runtime_keys(section: str = "engine") -> tuple[str, ...]:
     """The switches of `section` marked `x-runtime: true` in the schema: they cannot change what a run
     computes, so they stay out of Snakemake params (no rerun) and out of run fingerprints.
@@ -33,7 +39,7 @@ def runtime_keys(section: str = "engine") -> tuple[str, ...]:
     float summation order differs, as with threads), so a checkpoint resumes at any process count.
     Snakemake resources are integers, so a runtime key must be an integer or a boolean.
     """
-    props = load_schema()["properties"][section]["properties"]
+    props = section_properties(section)
     keys = tuple(k for k, v in props.items() if v.get("x-runtime"))
     odd = [k for k in keys if props[k].get("type") not in ("integer", "boolean")]
     if odd:
@@ -59,7 +65,7 @@ def runtime_resources(engine_cfg: dict, keys: tuple[str, ...] | None = None) -> 
 
 def runtime_switches(resources: Any, keys: tuple[str, ...] | None = None) -> dict:
     """The runtime-only engine switches a job declared as resources, with their schema types back."""
-    props = load_schema()["properties"]["engine"]["properties"]
+    props = section_properties("engine")
     switches = {}
     for key in keys or runtime_keys():
         value = getattr(resources, RUNTIME_PREFIX + key)

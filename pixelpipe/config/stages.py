@@ -48,13 +48,17 @@ STAGES: tuple[Stage, ...] = (
 STAGE_RULES: tuple[str, ...] = tuple(s.rule for s in STAGES)
 
 
+def job_files(template: str, n_shards: Mapping[str, int], encoded_splits: Iterable[str]) -> list[str]:
+    """`template` (with `{stage}` and `{job}`) filled for every job, in DAG order."""
+    encoded_splits = list(encoded_splits)
+    return [template.format(stage=s.rule, job=job) for s in STAGES for job in s.job_names(n_shards, encoded_splits)]
+
+
 def metrics_files(n_shards: Mapping[str, int], encoded_splits: Iterable[str], root: str = "results") -> list[str]:
     """Every job's StageMeter JSON, in DAG order: what the report compares against the plan."""
-    encoded_splits = list(encoded_splits)
-    return [f"{root}/metrics/{s.rule}/{job}.json" for s in STAGES for job in s.job_names(n_shards, encoded_splits)]
+    return job_files(root + "/metrics/{stage}/{job}.json", n_shards, encoded_splits)
 
 
 def benchmark_files(n_shards: Mapping[str, int], encoded_splits: Iterable[str]) -> list[str]:
     """Every job's Snakemake `benchmark:` file, in DAG order (each rule writes `benchmarks/{stage}/{job}.tsv`)."""
-    encoded_splits = list(encoded_splits)
-    return [f"benchmarks/{s.rule}/{job}.tsv" for s in STAGES for job in s.job_names(n_shards, encoded_splits)]
+    return job_files("benchmarks/{stage}/{job}.tsv", n_shards, encoded_splits)
