@@ -110,6 +110,47 @@ def _fill_defaults(schema: dict, instance: Any, root: dict) -> Any:
     return instance
 
 
+_WORDS = {"true": True, "True": True, "false": False, "False": False, "null": None, "None": None}
+
+
+def _readings(text: str) -> list:
+    """The typed values a string may stand for: null, a boolean, an integer, a number."""
+    readings = [_WORDS[text]] if text in _WORDS else []
+    for parse in (int, float):
+        try:
+            readings.append(parse(text))
+        except ValueError:
+            pass
+    return readings
+
+
+def _accepts(schema: dict, value: Any) -> bool:
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+def coerce_strings(value: Any, schema: dict, root: dict) -> Any:
+    """`value` with every string the schema rejects as it is replaced by its first reading the schema
+    accepts (else the first of the schema's type, so a bound, not the type, is what validation reports).
+
+    Snakemake passes nested `--config` values as strings (`student={'train': {'lr': 0.01}}` arrives as
+    `{'lr': '0.01'}`), and YAML reads `1e-3` as one. A string the schema accepts is never changed, and
+    one no reading fits stays for validation to name.
+    """
+    if "$ref" in schema:
+        schema = root["definitions"][schema["$ref"].split("/")[-1]]
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: coerce_strings(v, props[k], root) if k in props else v for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce_strings(v, schema["items"], root) for v in value]
+    if not isinstance(value, str) or _accepts(schema, value):
+        return value
+    readings = _readings(value)
+    fits = [r for r in readings if _accepts(schema, r)]
+    fits = fits or [r for r in readings if "type" in schema and _accepts({"type": schema["type"]}, r)]
+    return fits[0] if fits else value
+
+
 def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
@@ -153,8 +194,8 @@ def _check_consistency(cfg: dict) -> None:
 
 def resolve_config(user_cfg: dict | None) -> dict:
     """User config -> complete, validated config with the hardware profile applied."""
-    user_cfg = copy.deepcopy(user_cfg or {})
     schema = load_schema()
+    user_cfg = coerce_strings(copy.deepcopy(user_cfg or {}), schema, schema)  # command-line strings, typed
     validate_schema(user_cfg, schema)  # structure and types of what the user wrote
     requested = user_cfg.get("hardware", {}).get("profile", "cpu")
     profile = auto_profile(probe_device(user_cfg.get("hardware", {}).get("device", "auto"))) if requested == "auto" else requested
