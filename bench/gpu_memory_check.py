@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/gpu_memory_check.py docs/gpu/engine_gpu.json
 
-Predictions are made from the config alone (pixelpipe.plan.planner.predict_train_memory,
+Predictions are made from the config alone (pixelpipe.plan.memory.predict_train_memory,
 allocated bytes: no allocator reserve) for each measured row's switches and batch.
 """
 
@@ -12,7 +12,7 @@ import json
 import sys
 
 from pixelpipe.model.encoder import EncoderConfig
-from pixelpipe.plan.planner import predict_train_memory
+from pixelpipe.plan.memory import predict_train_memory
 
 
 def allocated(pred: dict) -> int:

@@ -1,10 +1,10 @@
-"""Fit the planner's ONNX graph-size constants (pixelpipe.plan.planner.ONNX_GRAPH) on real exports.
+"""Fit the planner's ONNX graph-size constants (pixelpipe.plan.sizes.ONNX_GRAPH) on real exports.
 
 Exports students of several shapes with random, all-distinct weights through the same functions the
 rules use (export.export_student, quantize.quantize_file with static QDQ calibration on random
 glyph-like images), subtracts what plan.onnx_bytes counts exactly (float data, int8 weights and their
 scales, metadata), and least-squares fits the rest, the graph bytes, as fixed + per block + per block call.
-Prints the fit and each shape's residual; paste the fit into plan.ONNX_GRAPH.
+Prints the fit and each shape's residual; paste the fit into ONNX_GRAPH in pixelpipe/plan/sizes.py.
 
     python bench/onnx_size_fit.py
 """
@@ -21,7 +21,7 @@ import torch
 from pixelpipe.deploy.export import export_student
 from pixelpipe.deploy.quantize import QuantizeSettings, quantize_file
 from pixelpipe.model.encoder import TRMVisionEncoder
-from pixelpipe.plan.planner import onnx_bytes
+from pixelpipe.plan.sizes import onnx_bytes
 from pixelpipe.train.run import encoder_config
 
 RENDER = {"channels": 1, "cell_height": 16, "cell_width": 8, "lines": 1}
@@ -58,7 +58,7 @@ def main() -> None:
             rows.append({"shape": (dim, depth, heads, h, l, ratio, line_chars), "blocks": depth, "calls": calls,
                          "fp32": fp32.stat().st_size, "int8": (tmp / "q.onnx").stat().st_size, "pred": pred})
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "pred"}), flush=True)
-    from pixelpipe.plan import planner as plan
+    from pixelpipe.plan import sizes as plan
 
     design = np.array([[1, r["blocks"], r["calls"]] for r in rows], dtype=float)
     fit = {}

@@ -97,7 +97,7 @@ def disk_preflight():
     """Refuse to start when the planner's disk peak does not fit ($PIXELPIPE_FREE_BYTES overrides the free space)."""
     if not config["report"]["disk_preflight"]:
         return
-    from pixelpipe.plan.planner import DiskSpaceError, check_disk
+    from pixelpipe.plan.preflight import DiskSpaceError, check_disk
 
     try:
         check_disk(config, "results")

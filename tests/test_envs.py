@@ -43,7 +43,7 @@ def _closure(names: set[str]) -> set[str]:
 
 
 def test_plan_env_has_what_the_planner_loads(tmp_path):
-    code = ("import sys, json; from pixelpipe.config.resolve import load_config; from pixelpipe.plan.planner import plan_workflow;"
+    code = ("import sys, json; from pixelpipe.config.resolve import load_config; from pixelpipe.plan.workflow import plan_workflow;"
             f"plan_workflow(load_config({str(REPO / 'tests' / 'configs' / 'tiny.yaml')!r}));"
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)

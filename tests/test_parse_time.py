@@ -9,7 +9,7 @@ import pytest
 from tests.workflow_utils import snakemake
 
 # modules that must stay out of the main Snakemake process until a job runs
-FORBIDDEN = ("torch", "torch.cuda", "pixelpipe.plan.planner", "pixelpipe.train.engine")
+FORBIDDEN = ("torch", "torch.cuda", "pixelpipe.plan.preflight", "pixelpipe.plan.workflow", "pixelpipe.train.engine")
 
 
 @pytest.mark.parametrize("flag", ["--dry-run", "--lint"])

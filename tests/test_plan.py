@@ -11,17 +11,11 @@ from safetensors.torch import save_file
 from pixelpipe.config.resolve import load_config
 from pixelpipe.core.io import read_json
 from pixelpipe.model.encoder import TRMVisionEncoder
-from pixelpipe.plan.planner import (
-    DiskSpaceError,
-    activation_bytes_per_sample,
-    check_disk,
-    model_tensors,
-    npy_bytes,
-    npz_bytes,
-    plan_workflow,
-    predict_train_memory,
-    safetensors_bytes,
-)
+from pixelpipe.plan.memory import activation_bytes_per_sample, predict_train_memory
+from pixelpipe.plan.preflight import DiskSpaceError, check_disk
+from pixelpipe.plan.shapes import model_tensors
+from pixelpipe.plan.sizes import npy_bytes, npz_bytes, safetensors_bytes
+from pixelpipe.plan.workflow import plan_workflow
 from tests._engine_utils import encoder_config
 from tests.workflow_utils import TINY, snakemake
 
@@ -125,7 +119,7 @@ def test_workflow_refuses_to_start_without_disk(tiny_cfg, tmp_path):
 
 
 def test_plan_cli_prints_table(capsys):
-    from pixelpipe.plan.planner import main
+    from pixelpipe.plan.cli import main
 
     assert main(["--config", str(TINY), "--results", "/nonexistent/results"]) == 0
     out = capsys.readouterr().out

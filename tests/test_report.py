@@ -7,7 +7,7 @@ import pytest
 
 from pixelpipe.config.resolve import load_config
 from pixelpipe.core.io import read_json, write_json
-from pixelpipe.plan.planner import plan_workflow
+from pixelpipe.plan.workflow import plan_workflow
 from pixelpipe.report.matrix import benchmark_markdown, build_matrix, run_one
 from pixelpipe.report.reports import PLOTS, err_pct, write_reports
 from tests.workflow_utils import TINY

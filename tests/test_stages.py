@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pixelpipe.config.resolve import load_config
 from pixelpipe.config.stages import STAGE_RULES, metrics_files
-from pixelpipe.plan.planner import plan_workflow
+from pixelpipe.plan.workflow import plan_workflow
 from pixelpipe.report import reports as report
 from tests.workflow_utils import TINY
 

@@ -1,6 +1,6 @@
 # Snakemake adapter: predict every stage's memory, disk and time once, for the reports.
 from pixelpipe.core.io import write_json
-from pixelpipe.plan.planner import plan_workflow
+from pixelpipe.plan.workflow import plan_workflow
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

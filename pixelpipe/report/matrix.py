@@ -74,7 +74,7 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     from ..core.hardware import detect_device
     from ..core.measure import RSSSampler
     from ..model.encoder import TRMVisionEncoder, flops_per_sample
-    from ..plan.planner import encoder_for, predict_train_memory
+    from ..plan import inputs, memory
     from ..train.distill import ClassificationObjective
     from ..train.engine import EngineSettings, Trainer, TrainSettings, configure_backends, intra_op_threads
 
@@ -86,7 +86,7 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     bm = cfg["benchmark_matrix"]
     steps, warmup, bs = bm["steps"], bm["warmup_steps"], spec["batch_size"]
     torch.manual_seed(0)
-    enc = encoder_for(cfg, "teacher", NUM_CLASSES_FOR_TIMING)
+    enc = inputs.encoder_for(cfg, "teacher", NUM_CLASSES_FOR_TIMING)
     model = TRMVisionEncoder(enc)
     n = bs * (steps + warmup)
     images = torch.randint(0, 256, (n, enc.channels, enc.image_height, enc.image_width), dtype=torch.uint8)
@@ -115,8 +115,8 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     warm_s = run(warmup)  # includes compilation when compile is on
     wall = run(steps)
     sampler.stop()
-    pred = predict_train_memory(enc, trainer.micro, engine.precision, engine.activation_checkpointing,
-                                engine.grad_free_cycles, device=device.type)
+    pred = memory.predict_train_memory(enc, trainer.micro, engine.precision, engine.activation_checkpointing,
+                                       engine.grad_free_cycles, device=device.type)
     res = {"samples_per_s": steps * bs / wall, "step_s": wall / steps, "warmup_s": warm_s,
            "peak_host_bytes": sampler.peak_host, "micro_batch": trainer.micro, "accum": trainer.accum,
            "precision": engine.precision, "device": info.name, "threads": torch.get_num_threads(),
@@ -170,7 +170,7 @@ def benchmark_markdown(b: dict) -> str:
     lines = ["# Optimization matrix (teacher training step)", "",
              f"Measured on: {b['machine']} ({b['device']}). Teacher {b['teacher']}, images {b['image']}, "
              f"{b['steps']} timed steps after {b['warmup_steps']} warm-up steps, synthetic uint8 images, "
-             "each variant in a fresh process. `predicted step memory` is pixelpipe.plan.planner.predict_train_memory "
+             "each variant in a fresh process. `predicted step memory` is pixelpipe.plan.memory.predict_train_memory "
              "(weights, grads, AdamW state, activations; on CPU with the allocator transients, and without the "
              "baseline a torch training process holds before its first step); every other number is measured.", "",
              "| variant | batch | samples/s | speedup | peak host RAM | " + ("peak GPU alloc | peak GPU reserved | " if gpu else "")

@@ -1,0 +1,56 @@
+"""The resource planner: what every stage will need, from the config and corpus size alone.
+
+`python -m pixelpipe.plan --config config.yaml` prints the plan as a table (`--json`: in full) and runs
+the disk preflight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..core.fmt import fmt_bytes
+from .preflight import DiskSpaceError, check_disk
+from .workflow import plan_workflow
+
+
+def format_plan(plan: dict) -> str:
+    """The plan as a Markdown table (what `python -m pixelpipe.plan` prints)."""
+    gpu = any(s.get("peak_gpu_allocated_bytes") for s in plan["stages"])
+    head = ["stage", "samples", "peak host RAM", "disk written", "time"] + (["peak GPU alloc", "peak GPU reserved"] if gpu else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in plan["stages"]:
+        row = [s["key"], str(s.get("samples", "")), fmt_bytes(s["peak_host_bytes"]), fmt_bytes(s["disk_written_bytes"]),
+               f"{s['wall_s']:.1f} s" if s.get("wall_s") else "-"]
+        if gpu:
+            row += [fmt_bytes(s.get("peak_gpu_allocated_bytes")), fmt_bytes(s.get("peak_gpu_reserved_bytes"))]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "| disk | bytes |", "|---|---|"]
+    lines += [f"| {k} | {fmt_bytes(v)} |" for k, v in plan["disk"].items()]
+    lines.append(f"| **peak (upper bound)** | **{fmt_bytes(plan['disk_peak_bytes'])}** |")
+    lines.append(f"| after the run | {fmt_bytes(plan['disk_final_bytes'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config.resolve import ConfigError, load_config
+
+    ap = argparse.ArgumentParser(prog="python -m pixelpipe.plan", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=None, help="config YAML (default: schema defaults)")
+    ap.add_argument("--json", action="store_true", help="print the full plan as JSON")
+    ap.add_argument("--results", default="results", help="results directory for the disk check")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as err:
+        print(f"pixelpipe: {err}", file=sys.stderr)
+        return 2
+    plan = plan_workflow(cfg)
+    print(json.dumps(plan, indent=2, default=str) if args.json else format_plan(plan))
+    try:
+        check_disk(cfg, args.results)
+    except DiskSpaceError as err:
+        print(f"WARNING: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,78 @@
+"""The whole workflow's plan: every job's prediction in DAG order and the disk per artifact group at its peak."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .inputs import PlanInputs, plan_inputs
+from .memory import BASELINE_BYTES_PER_NGRAM, CPU_INFER_FACTOR, HOST_BASELINE, HOST_RUNTIME, ORT_ARENA_FACTOR
+from .stages import (
+    StagePlan,
+    StudentOnnx,
+    predict_baseline,
+    predict_consolidate,
+    predict_corpus,
+    predict_deploy_benchmark,
+    predict_encode,
+    predict_export_onnx,
+    predict_quantize_onnx,
+    predict_render,
+    predict_train_student,
+    predict_train_teacher,
+    student_onnx,
+)
+
+
+def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StagePlan, int], encoded_peak: int,
+                 student: tuple[StagePlan, int], onnx: StudentOnnx) -> dict[str, int]:
+    """Disk per artifact group at its peak; `stages` ends with the three deploy stages."""
+    keep_last = inp.cfg["student"]["checkpoint"]["keep_last"]
+    return {
+        "corpus": stages[0].disk_written_bytes,
+        "cache": sum(s.disk_written_bytes for s in stages if s.rule == "render"),
+        "teacher": teacher[0].disk_written_bytes + teacher[1],
+        "encoded shards (temp, at their peak)": encoded_peak,
+        "consolidated dataset": sum(s.disk_written_bytes for s in stages if s.rule == "consolidate"),
+        # keep_last checkpoints, plus the new one written before rotation deletes the oldest
+        "student checkpoints (peak)": (keep_last + 1) * student[1],
+        "student": student[0].disk_written_bytes,
+        "deploy (ONNX fp32 + int8, reports)": sum(s.disk_written_bytes for s in stages[-3:]),
+        # quantize_onnx's temporaries: the pre-processed fp32 model and the int8 file before it is accepted
+        "ONNX temporaries (quantize)": onnx.fp32 + onnx.int8,
+    }
+
+
+def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
+    """Every stage's prediction plus the disk totals; `cfg` is a resolved config.
+
+    exact: generate (or read) the corpus as the corpus rule will, so split sizes, cache manifests and the
+    atlas are what the stages will write; otherwise estimate them (the disk preflight, before any job).
+    """
+    inp = plan_inputs(cfg, exact)
+    stages = [predict_corpus(inp), predict_baseline(inp), *predict_render(inp)]
+    teacher = predict_train_teacher(inp)
+    stages.append(teacher[0])
+    encoded_peak = 0
+    for split in cfg["encode"]["splits"]:  # encode (one job per shard), then consolidate (one per split)
+        encode = predict_encode(inp, split)
+        encoded_peak += sum(s.disk_written_bytes for s in encode)
+        stages += [*encode, predict_consolidate(inp, split)]
+    student = predict_train_student(inp)
+    onnx = student_onnx(inp)
+    stages += [student[0], predict_export_onnx(inp, onnx), predict_quantize_onnx(inp, onnx),
+               predict_deploy_benchmark(inp, onnx)]
+    disk_totals = _disk_totals(inp, stages, teacher, encoded_peak, student, onnx)
+    # Encoded shards are deleted split by split as each consolidates; counting them all next to
+    # every dataset makes this an upper bound on the DAG's disk peak, whatever the job order.
+    disk_peak = sum(disk_totals.values())
+    report = inp.report
+    return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
+            "disk": disk_totals, "disk_peak_bytes": disk_peak,
+            "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp, at their peak)"]
+            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * student[1]
+            - disk_totals["ONNX temporaries (quantize)"],
+            "device": "cuda" if inp.cuda else "cpu", "precision": inp.precision,
+            "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
+                            "cpu_infer_factor": CPU_INFER_FACTOR, "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
+                            "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
+                            "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
