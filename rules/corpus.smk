@@ -6,6 +6,7 @@ rule corpus:
         val="results/corpus/val.parquet",
         test="results/corpus/test.parquet",
         labels="results/corpus/labels.json",
+        charset="results/corpus/charset.json",
         metrics="results/metrics/corpus/all.json",
     params:
         corpus=config["corpus"],

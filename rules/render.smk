@@ -6,6 +6,7 @@ for _split in SPLITS:
             f"render_{_split}"
         input:
             corpus=f"results/corpus/{_split}.parquet",
+            charset="results/corpus/charset.json",
         output:
             shards=cache_shards(_split),
             manifest=f"results/cache/{_split}/manifest.json",

@@ -15,8 +15,8 @@ from tests._config_utils import section
 # The tests' models are tiny: one thread avoids spin-wait oversubscription on a shared, busy CPU.
 torch.set_num_threads(1)
 
-# 16 x 32 images: one line of 4 cells of 16 x 8
-TINY = dict(channels=1, cell_height=16, cell_width=8, lines=1, line_chars=4, stem="pair", mixer_kernel=3,
+# one line of 4 cells of 16 x 8 (16 x 32 images)
+TINY = dict(channels=1, cell_height=16, cell_width=8, lines=1, line_chars=4, core="recursive", stem="pair", mixer_kernel=3,
             mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2, mlp_ratio=1.0, H_cycles=2, L_cycles=2,
             num_capsules=2, num_classes=3, num_children=4, checksum_bits=32)
 
@@ -25,22 +25,32 @@ def encoder_config(**overrides) -> EncoderConfig:
     return EncoderConfig(**{**TINY, **overrides})
 
 
+GLYPHS = 8  # the toy atlas: glyph 0 is the blank, 1..7 random ink
+
+
+def toy_atlas(seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 + seed)
+    cells = torch.randint(0, 256, (GLYPHS, 16, 8), generator=g, dtype=torch.uint8)
+    cells[0] = 0
+    return cells
+
+
 class ToyImages(Dataset):
-    """Deterministic uint8 images whose label is visible in the pixels (so training moves)."""
+    """Deterministic glyph rows whose label is visible in them (glyph 5 + label at the label's position),
+    so training moves; `image` is the row rendered with the toy atlas (the pixel path)."""
 
     def __init__(self, n: int = 64, seed: int = 0, with_pid: bool = False):
         g = torch.Generator().manual_seed(seed)
         self.labels = torch.randint(0, 3, (n,), generator=g)
-        self.images = torch.randint(0, 60, (n, 1, 16, 32), generator=g, dtype=torch.uint8)
-        for i, y in enumerate(self.labels.tolist()):
-            self.images[i, :, :, y * 10 : y * 10 + 8] += 150
+        self.glyphs = torch.randint(1, 5, (n, 4), generator=g)
+        self.glyphs[torch.arange(n), self.labels] = 5 + self.labels
         self.with_pid = with_pid
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, i: int) -> dict:
-        item = {"image": self.images[i], "label": self.labels[i], "length": torch.tensor(4), "index": i}
+        item = {"glyphs": self.glyphs[i], "label": self.labels[i], "length": torch.tensor(4), "index": i}
         if self.with_pid:
             item["pid"] = torch.tensor(os.getpid())
         return item
@@ -48,7 +58,7 @@ class ToyImages(Dataset):
 
 def tiny_model(seed: int = 0, **overrides) -> TRMVisionEncoder:
     torch.manual_seed(seed)
-    return TRMVisionEncoder(encoder_config(**overrides))
+    return TRMVisionEncoder(encoder_config(**overrides), toy_atlas())
 
 
 def train_settings(batch_size: int = 8, epochs: float = 1.0, **kw) -> TrainSettings:

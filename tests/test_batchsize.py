@@ -82,7 +82,7 @@ def test_real_cpu_measurement_fits_and_leaves_the_model_alone():
     g = torch.Generator().manual_seed(0)
 
     def sample_batch(b):
-        return {"image": torch.randint(0, 255, (b, 1, 32, 64), generator=g, dtype=torch.uint8),
+        return {"glyphs": torch.randint(0, 8, (b, 16), generator=g), "length": torch.full((b,), 16),
                 "label": torch.randint(0, 3, (b,), generator=g)}
 
     before, rng = state(model), torch.get_rng_state()
@@ -90,7 +90,7 @@ def test_real_cpu_measurement_fits_and_leaves_the_model_alone():
     budget = 160 * MiB
     r = find_batch_size(model, objective, sample_batch, engine, CPU, max_batch=4096, log=lambda m: None,
                         budget_bytes=budget)
-    assert r.per_sample_bytes > 50_000  # activations of 32 tokens x 64 dims x 6 recursive calls
+    assert r.per_sample_bytes > 50_000  # activations of 2 x (1 + 8) tokens x 64 dims x 6 recursive calls
     assert 16 <= r.micro_batch < CPU_MAX_BATCH and r.capped_by is None
     assert r.confirmed_peak_bytes <= budget
     peak = make_measure(model, objective, sample_batch, engine, CPU)(r.micro_batch)

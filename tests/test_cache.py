@@ -9,7 +9,7 @@ from pixelpipe.data.atlas import GlyphAtlas
 from pixelpipe.data.cache import CacheDataset, CacheSplit
 from pixelpipe.data.corpus import shard_count
 from pixelpipe.data.render import Renderer, render_split
-from tests.test_render import FONTS, settings
+from tests.test_render import FONTS, settings, write_corpus
 
 TEXTS = [f"text {i} " + "abc " * (i % 4) for i in range(8)]
 LABELS = [i % 3 for i in range(8)]
@@ -18,9 +18,9 @@ LABELS = [i % 3 for i in range(8)]
 @pytest.fixture(scope="module")
 def split_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("cache") / "train"
+    corpus, charset = write_corpus(d / "corpus.parquet", TEXTS, LABELS)
     paths = [d / f"shard-{i:05d}.npy" for i in range(shard_count(10, 3))]  # planned 10 rows, 8 left: 3,3,2,0
-    render_split(TEXTS, LABELS, [f"id{i}" for i in range(8)], settings(), paths, d / "manifest.json",
-                 shard_size=3, progress=False)
+    render_split(corpus, charset, settings(), paths, d / "manifest.json", shard_size=3, progress=False)
     return d
 
 
@@ -29,24 +29,22 @@ def test_shard_count():
 
 
 def test_round_trip(split_dir):
+    """Glyph rows read back give, assembled from the atlas, the images the renderer draws: bit-exact."""
     c = CacheSplit(split_dir, verify=True)
     r = Renderer(settings(), GlyphAtlas.from_dict(c.manifest["atlas"], FONTS, 12))
-    assert len(c) == 8 and c.image_shape == (1, 16, 96) and c.shard_counts == [3, 3, 2, 0]
-    assert c.labels.dtype == np.int64 and c.labels.tolist() == LABELS
-    assert c.lengths.tolist() == [min(12, len(t.strip())) for t in TEXTS]
-    assert c.ids == [f"id{i}" for i in range(8)]
+    assert len(c) == 8 and c.shard_counts == [3, 3, 2, 0]
+    rows = c.rows(range(8))
+    assert rows["label"].tolist() == LABELS
+    assert rows["length"].tolist() == [min(12, len(t.strip())) for t in TEXTS]
     assert c.render_settings == settings().to_dict()
     for i in range(8):
-        assert (c.get(i) == r.render([TEXTS[i]])[0][0]).all()
-    assert (c.get(-1) == c.get(7)).all()
+        assert (c.images(rows[i : i + 1]) == r.render([TEXTS[i]])[0]).all()
+    assert (c.rows([-1]) == c.rows([7])).all()
     with pytest.raises(IndexError):
-        c.get(8)
-    b = c.batch([7, 0, 4])
-    assert b.shape == (3, 1, 16, 96) and b.dtype == np.uint8 and (b[0] == c.get(7)).all()
-    assert c.batch([]).shape == (0, 1, 16, 96)
-    shards = list(c.iter_shards())
-    assert [(s, len(x), y.tolist()) for s, x, y in shards] == [
-        (0, 3, LABELS[:3]), (1, 3, LABELS[3:6]), (2, 2, LABELS[6:]), (3, 0, [])]
+        c.rows([8])
+    picked = c.rows([7, 0, 4])
+    assert picked["label"].tolist() == [LABELS[7], LABELS[0], LABELS[4]] and len(c.rows([])) == 0
+    assert [(s, len(x)) for s, x in c.iter_shards()] == [(0, 3), (1, 3), (2, 2), (3, 0)]
 
 
 def test_verify_detects_corruption(split_dir, tmp_path):
@@ -66,12 +64,14 @@ def test_dataset_with_extras(split_dir):
     sketches = np.ones((8, 2, 4), dtype=np.float16)
     ds = CacheDataset(split_dir, extra={"logits": logits, "sketches": sketches})
     item = ds[5]
-    assert item["image"].dtype == torch.uint8 and item["image"].shape == (1, 16, 96)
-    assert item["label"].dtype == torch.int64 and int(item["label"]) == LABELS[5] and item["index"] == 5
-    assert int(item["length"]) == ds.split.lengths[5]
+    assert item["glyphs"].dtype == torch.int64 and item["glyphs"].shape == (12,)
+    assert item["label"].dtype == torch.int64 and int(item["label"]) == LABELS[5] and int(item["index"]) == 5
+    assert int(item["length"]) == ds.split.rows([5])["length"][0]
     assert torch.equal(item["logits"], torch.from_numpy(logits[5]))
     assert item["sketches"].dtype == torch.float16
-    batches = list(DataLoader(ds, batch_size=3, num_workers=2))
+    batch = ds.__getitems__([6, 1, 3])  # a whole batch in one fetch, in the asked order
+    assert batch["index"].tolist() == [6, 1, 3] and torch.equal(batch["logits"], torch.from_numpy(logits[[6, 1, 3]]))
+    batches = list(DataLoader(ds, batch_size=3, num_workers=2, collate_fn=ds.collate_fn))
     assert torch.cat([b["index"] for b in batches]).tolist() == list(range(8))
     assert torch.cat([b["label"] for b in batches]).tolist() == LABELS
     with pytest.raises(ValueError, match="logits"):

@@ -18,7 +18,8 @@ from pixelpipe.data.corpus import (
 )  # fmt: skip
 from tests._config_utils import section
 
-DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40)
+DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40, sources=["faker"])
+REAL_CFG = section("corpus", path=None, num_samples=380)  # the default sources: real text
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 
 ROWS = [  # (text, label, split); rows 3-6 are bad
@@ -57,7 +58,7 @@ def test_default_corpus_matches_plan(tmp_path):
     info = build_corpus(DEFAULT_CFG, FONTS, tmp_path, seed=0, log=logs.append)
     planned = planned_split_sizes(DEFAULT_CFG)
     assert planned == {"train": 152, "val": 19, "test": 19}
-    assert info["split_sizes"] == planned and info["bad_rows"] == {}
+    assert info["split_sizes"] == planned and info["bad_rows"] == {} and info["sources"] == {"faker": 190}
     assert info["labels"] == sorted(loc.split("_")[0] for loc in DEFAULT_LOCALES)
     assert io.read_json(tmp_path / "labels.json") == info
     frames = {s: pd.read_parquet(tmp_path / f"{s}.parquet") for s in SPLITS}
@@ -65,7 +66,30 @@ def test_default_corpus_matches_plan(tmp_path):
     all_rows = pd.concat(frames.values())
     assert all_rows["label"].dtype == np.int64 and set(all_rows["label"]) == set(range(19))
     assert all_rows["id"].is_unique and all_rows["text"].str.len().between(10, 40).all()
-    assert list(all_rows.columns) == ["id", "text", "label"]
+    assert list(all_rows.columns) == ["id", "text", "label", "source", "origin"]
+    assert all_rows["origin"].str.startswith("faker:").all()
+
+
+def test_real_text_corpus_is_balanced_with_provenance_and_a_charset(tmp_path):
+    """The default corpus: real human-written text from the shipped sources, 20 rows per language, every row
+    naming its source and where in it the text comes from; the charset covers every split's characters."""
+    from pixelpipe.data.charset import read_charset, text_clusters
+    from pixelpipe.data.sources import catalog
+
+    info = build_corpus(REAL_CFG, FONTS, tmp_path, seed=0, log=lambda _: None)
+    rows = pd.concat(pd.read_parquet(tmp_path / f"{s}.parquet") for s in SPLITS)
+    assert len(rows) == 380 and rows["label"].value_counts().eq(20).all()
+    assert set(rows["source"]) == set(REAL_CFG["sources"]) and rows["origin"].str.len().gt(0).all()
+    assert sum(info["sources"].values()) == 380 and catalog()["firefox"]["role"] == "train"
+    charset = read_charset(tmp_path / "charset.json")
+    assert charset[0] == " " and text_clusters(rows["text"]) <= set(charset)
+    assert {"«", "“", "0", "ß", "ё"} <= set(charset)  # the languages' inventory, whatever the sample holds
+    assert planned_split_sizes(REAL_CFG) == info["split_sizes"]
+
+
+def test_sources_are_checked():
+    with pytest.raises(CorpusError, match="unknown source 'nope'"):
+        planned_split_sizes(section("corpus", sources=["nope"]))
 
 
 def test_default_corpus_deterministic(tmp_path):
@@ -101,7 +125,7 @@ def test_user_corpus_skip(tmp_path, fmt):
     assert info["bad_rows"] == EXPECTED_BAD
     assert info["labels"] == ["de", "el", "en", "fr", "ru"]
     assert sum(info["split_sizes"].values()) == len(ROWS) - 4
-    assert "skipping 4 bad row(s)" in logs[0] and any("row 5" in line and "\U0001F680" in line for line in logs)
+    assert "skipped 4 bad row(s)" in logs[0] and any("row 5" in line and "\U0001F680" in line for line in logs)
     texts = pd.concat(pd.read_parquet(tmp_path / "out" / f"{s}.parquet") for s in SPLITS)["text"]
     assert sorted(texts) == sorted(r[0] for i, r in enumerate(ROWS) if i not in (2, 3, 4, 5))
 

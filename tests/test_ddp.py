@@ -76,15 +76,16 @@ def test_ranks_partition_each_micro_batch_of_one_process():
 
 
 def test_window_draws_of_a_rank_are_its_rows_of_the_whole_batch():
-    images = torch.randint(0, 255, (6, 1, 16, 32), dtype=torch.uint8)
-    lengths, geometry = torch.tensor([4, 3, 4, 2, 4, 4]), (16, 8, 1, 4)
+    glyphs = torch.randint(1, 50, (6, 4))
+    lengths = torch.tensor([4, 3, 4, 2, 4, 4])
 
     def windows(rows=None, sl=slice(None)):
-        return random_windows(images[sl], lengths[sl], geometry, torch.Generator().manual_seed(7), 1.0, 1, rows=rows)
+        return random_windows(glyphs[sl], lengths[sl], torch.Generator().manual_seed(7), 1.0, 1, rows=rows)
 
     whole = windows()
-    halves = torch.cat([windows((0, 6), slice(0, 3)), windows((3, 6), slice(3, 6))])
-    assert torch.equal(whole, halves)
+    halves = [windows((0, 6), slice(0, 3)), windows((3, 6), slice(3, 6))]
+    assert torch.equal(whole[0], torch.cat([h[0] for h in halves]))
+    assert torch.equal(whole[1], torch.cat([h[1] for h in halves]))
 
 
 def test_batch_must_split_over_accumulation_and_processes():

@@ -44,12 +44,12 @@ def test_objective_trains_the_adapter():
             super().__init__()
             self.w = nn.Parameter(torch.randn(1))
 
-        def forward(self, images):
-            b = images.shape[0]
+        def forward(self, glyphs, lengths):
+            b = glyphs.shape[0]
             return {"logits": self.w * torch.ones(b, 5), "sketches": self.w * torch.ones(b, 2, 4)}
 
     obj = DistillationObjective(4, 8, DistillSettings(2.0, 1.0, 1.0, 1.0), 0.0)
     _, _, t_log, t_sk, y = _inputs()
-    loss, _ = obj(Fake(), {"image": torch.zeros(6, 1, 2, 2), "label": y, "teacher_logits": t_log, "teacher_sketches": t_sk})
+    loss, _ = obj(Fake(), {"glyphs": torch.zeros(6, 4, dtype=torch.long), "length": torch.full((6,), 4), "label": y, "teacher_logits": t_log, "teacher_sketches": t_sk})
     loss.backward()
     assert obj.adapter.weight.grad is not None and obj.adapter.weight.grad.abs().sum() > 0

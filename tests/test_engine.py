@@ -11,7 +11,7 @@ from tests._engine_utils import ToyImages, engine_settings, make_trainer, state,
 
 
 def _collate(ds, idx):
-    return {"image": torch.stack([ds[i]["image"] for i in idx]), "label": torch.stack([ds[i]["label"] for i in idx])}
+    return {k: torch.stack([ds[i][k] for i in idx]) for k in ("glyphs", "label", "length")}
 
 
 def _grads(trainer: Trainer) -> dict[str, torch.Tensor]:
@@ -44,9 +44,9 @@ def test_accumulation_keeps_the_training_trajectory():
         torch.testing.assert_close(pa, pf, rtol=1e-4, atol=2e-5, msg=n)
 
 
-def _loss_and_grads(model, images, labels):
+def _loss_and_grads(model, batch):
     model.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.cross_entropy(model(images)["logits"], labels)
+    loss = torch.nn.functional.cross_entropy(model(batch["glyphs"], batch["length"])["logits"], batch["label"])
     loss.backward()
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -55,12 +55,12 @@ def test_activation_checkpointing_same_loss_and_gradients():
     data = ToyImages(8)
     batch = _collate(data, range(8))
     model = tiny_model().train()
-    loss0, g0 = _loss_and_grads(model, batch["image"], batch["label"])
+    loss0, g0 = _loss_and_grads(model, batch)
     model.activation_checkpointing = True
     calls = []
     core_forward = model.core.forward
-    model.core.forward = lambda x: (calls.append(1), core_forward(x))[1]
-    loss1, g1 = _loss_and_grads(model, batch["image"], batch["label"])
+    model.core.forward = lambda x, mask: (calls.append(1), core_forward(x, mask))[1]
+    loss1, g1 = _loss_and_grads(model, batch)
     # H_cycles * (L_cycles + 1) core calls in forward, recomputed once more in backward.
     assert len(calls) == 2 * 2 * (2 + 1)
     assert torch.equal(loss0, loss1)
@@ -73,9 +73,9 @@ def test_grad_free_cycles_same_forward_truncated_backward():
     data = ToyImages(8)
     batch = _collate(data, range(8))
     model = tiny_model().train()
-    loss0, g0 = _loss_and_grads(model, batch["image"], batch["label"])
+    loss0, g0 = _loss_and_grads(model, batch)
     model.grad_free_cycles = True
-    loss1, g1 = _loss_and_grads(model, batch["image"], batch["label"])
+    loss1, g1 = _loss_and_grads(model, batch)
     assert torch.equal(loss0, loss1)  # the TRM trick changes the gradient, not the function
     assert not torch.allclose(g0["core.blocks.0.qkv.weight"], g1["core.blocks.0.qkv.weight"])
     assert all(torch.isfinite(g).all() for g in g1.values())

@@ -1,15 +1,33 @@
 import pytest
 import torch
 
-from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits, flops_per_sample
-from tests._engine_utils import encoder_config
+from pixelpipe.data.augment import images_from_glyphs
+from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits, flops_per_sample, token_mask
+from tests._engine_utils import encoder_config, toy_atlas
 
-CFG = encoder_config(H_cycles=2, L_cycles=2, num_capsules=3, num_classes=5)
+CFG = encoder_config(H_cycles=2, L_cycles=2, num_capsules=3, num_classes=5, line_chars=6)
+
+
+def model_for(cfg: EncoderConfig, seed: int = 0) -> TRMVisionEncoder:
+    torch.manual_seed(seed)
+    model = TRMVisionEncoder(cfg, toy_atlas()).eval()
+    with torch.no_grad():  # away from the initialization, so every path is exercised with real numbers
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model
+
+
+def texts(cfg: EncoderConfig, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Glyph rows of the toy atlas: random ink glyphs up to each length, blank (0) after it."""
+    g = torch.Generator().manual_seed(5)
+    glyphs = torch.randint(1, 8, (len(lengths), cfg.cells), generator=g)
+    lengths_t = torch.tensor(lengths)
+    return glyphs * (torch.arange(cfg.cells)[None] < lengths_t[:, None]), lengths_t
 
 
 def test_output_shapes():
-    model = TRMVisionEncoder(CFG).eval()
-    out = model(torch.randint(0, 256, (4, 1, 16, 32), dtype=torch.uint8))
+    model = model_for(CFG)
+    out = model(*texts(CFG, [6, 3, 1, 5]))
     assert out["logits"].shape == (4, 5)
     assert out["sketches"].shape == (4, 3, 16)
     assert out["children"].shape == (4, 3, 4, 16)
@@ -17,26 +35,56 @@ def test_output_shapes():
     assert checksum_bits(out["checksum_logits"]).dtype == torch.bool
 
 
-def test_uint8_and_float_inputs_agree():
-    model = TRMVisionEncoder(CFG).eval()
-    x = torch.randint(0, 256, (2, 1, 16, 32), dtype=torch.uint8)
-    torch.testing.assert_close(model(x)["logits"], model(x.float() / 255)["logits"])
+@pytest.mark.parametrize("core", ["recursive", "none"])
+@pytest.mark.parametrize("stem,lines", [("pair", 1), ("cell", 1), ("pair", 2), ("cell", 2)])
+def test_glyph_path_is_the_pixel_path(core, stem, lines):
+    """The stem is linear in the pixels: applied to the atlas and gathered, it computes what the convolution
+    over the assembled image computes (uint8 or float images, lengths given or read from the ink)."""
+    cfg = encoder_config(core=core, stem=stem, lines=lines, line_chars=3 if lines == 2 else 6, num_classes=5)
+    model = model_for(cfg)
+    glyphs, lengths = texts(cfg, [6, 4, 1])
+    images = (images_from_glyphs(glyphs, model.atlas, cfg.lines) * 255).round().to(torch.uint8)
+    with torch.no_grad():
+        ref = model(glyphs, lengths)["logits"]
+        torch.testing.assert_close(model(images, lengths)["logits"], ref, atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(model(images.float() / 255)["logits"], ref, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("core", ["recursive", "none"])
+def test_padding_never_changes_the_output(core):
+    """Convolution, attention and pooling see zeros past a text's end: a text alone, trimmed to its length,
+    gives what it gives in a padded batch (what lets batches be trimmed and predict bucket by length)."""
+    cfg = encoder_config(core=core, line_chars=6, num_classes=5)
+    model = model_for(cfg)
+    glyphs, lengths = texts(cfg, [6, 2, 4])
+    with torch.no_grad():
+        batch = model(glyphs, lengths)["logits"]
+        alone = torch.cat([model(glyphs[i : i + 1, : int(n)], lengths[i : i + 1])["logits"]
+                           for i, n in enumerate(lengths)])
+        garbage = glyphs + 3 * (torch.arange(6)[None] >= lengths[:, None])  # ink past each end: still ignored
+        torch.testing.assert_close(model(garbage, lengths)["logits"], batch)
+    torch.testing.assert_close(alone, batch, atol=1e-5, rtol=1e-5)
+
+
+def test_token_mask_with_a_lead_per_line():
+    """2 lines of 3 cells, one lead token per line: a text of 4 cells holds both leads, 3 + 1 cells."""
+    mask = token_mask(torch.tensor([4, 2]), lines=2, width=3, lead=1)
+    assert mask.int().tolist() == [[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]]
 
 
 def test_grad_free_cycles_keep_forward_and_cut_graph():
-    torch.manual_seed(0)
-    model = TRMVisionEncoder(CFG).train()
-    x = torch.rand(2, 1, 16, 32)
-    ref = model(x)["logits"]
+    model = model_for(CFG).train()
+    glyphs, lengths = texts(CFG, [6, 3])
+    ref = model(glyphs, lengths)["logits"]
     model.grad_free_cycles = True
-    out = model(x)["logits"]
+    out = model(glyphs, lengths)["logits"]
     torch.testing.assert_close(ref, out)
     out.sum().backward()
     assert model.core.blocks[0].qkv.weight.grad is not None  # the last cycle still trains the core
 
 
 def test_checksums_are_stable_for_similar_sketches():
-    model = TRMVisionEncoder(CFG).eval()
+    model = model_for(CFG)
     s = torch.randn(1, 3, 16)
     a = checksum_bits(s @ model.checksum_planes)
     b = checksum_bits((s + 1e-4 * torch.randn_like(s)) @ model.checksum_planes)
@@ -50,27 +98,57 @@ def test_bad_shapes_are_rejected():
         TRMVisionEncoder(encoder_config(dim=10, heads=3))
     with pytest.raises(ValueError, match="mixer_kernel"):
         TRMVisionEncoder(encoder_config(mixer_kernel=2))
+    with pytest.raises(ValueError, match="core"):
+        TRMVisionEncoder(encoder_config(core="mlp"))
+    with pytest.raises(ValueError, match="mixer_kernel > 0"):
+        TRMVisionEncoder(encoder_config(core="none", mixer_kernel=0))
 
 
 @pytest.mark.parametrize("stem,lines", [("pair", 1), ("cell", 1), ("pair", 2)])
 def test_one_token_per_cell_and_pairs_see_the_next_cell(stem, lines):
-    """Tokens line up with characters: token k depends on cell k (and, with the pair stem, on cell k+1) only."""
+    """Tokens line up with characters: token k depends on cell k (and, with the pair stem, on cell k+1) only;
+    the pair stem's lead token of a line reads the line's first cell."""
     cfg = encoder_config(stem=stem, lines=lines, line_chars=4, mixer_kernel=0)
     model = TRMVisionEncoder(cfg).eval()
     x = torch.zeros(1, 1, cfg.image_height, cfg.image_width)
-    base, _ = model.stem(x)
-    assert base.shape == (1, cfg.num_tokens, cfg.dim) == (1, 4 * lines, 16)
+    base = model.stem.tokens_from_images(x)
+    lead = cfg.lead
+    assert base.shape == (1, cfg.num_tokens, cfg.dim) == (1, (4 + lead) * lines, 16)
     x[..., 0:16, 8:16] = 1.0  # ink in cell 1 of line 0
-    moved = (model.stem(x)[0] - base).abs().sum(-1)[0] > 0
-    expected = [False, True, False, False] if stem == "cell" else [True, True, False, False]
-    assert moved.tolist()[:4] == expected and not moved[4:].any()
+    moved = (model.stem.tokens_from_images(x) - base).abs().sum(-1)[0] > 0
+    expected = [False, True, False, False] if stem == "cell" else [False, True, True, False, False]
+    assert moved.tolist()[: 4 + lead] == expected and not moved[4 + lead :].any()
+
+
+def test_the_lead_token_reads_the_first_cell():
+    cfg = encoder_config(line_chars=4, mixer_kernel=0)
+    model = TRMVisionEncoder(cfg).eval()
+    x = torch.zeros(1, 1, 16, 32)
+    base = model.stem.tokens_from_images(x)
+    x[..., 0:16, 0:8] = 1.0
+    moved = (model.stem.tokens_from_images(x) - base).abs().sum(-1)[0] > 0
+    assert moved.tolist() == [True, True, False, False, False]
+
+
+def test_core_none_reads_only_the_ngram_features():
+    cfg = encoder_config(core="none", num_classes=5)
+    model = model_for(cfg)
+    assert model.core is None and model.mixer.norm is None and cfg.head_features == 2 * cfg.mixer_hidden
+    glyphs, lengths = texts(cfg, [4, 2])
+    with torch.no_grad():
+        ref = model(glyphs, lengths)["logits"]
+        model.capsules.queries.add_(1.0)  # the capsules feed distillation only
+        torch.testing.assert_close(model(glyphs, lengths)["logits"], ref)
 
 
 def test_positions_are_a_switch():
-    assert TRMVisionEncoder(encoder_config(positions=True)).pos_embed.shape == (1, 4, 16)
+    assert TRMVisionEncoder(encoder_config(positions=True)).pos_embed.shape == (1, 5, 16)
     assert TRMVisionEncoder(encoder_config(positions=False)).pos_embed is None
 
 
-def test_flops_grow_with_recursion():
+def test_flops_grow_with_recursion_and_length():
     more = EncoderConfig(**{**CFG.to_dict(), "H_cycles": 4})
     assert flops_per_sample(more) > flops_per_sample(CFG)
+    assert flops_per_sample(CFG, tokens=3) < flops_per_sample(CFG)
+    none = EncoderConfig(**{**CFG.to_dict(), "core": "none"})
+    assert flops_per_sample(none) < flops_per_sample(CFG)

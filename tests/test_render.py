@@ -118,41 +118,72 @@ def test_same_text_same_image_whatever_the_batch():
     assert (a[0] == b[1]).all() and (a[1] == b[0]).all()
 
 
+def write_corpus(path, texts, labels=None):
+    """A split's corpus file as the corpus rule writes it (text, label) and the charset of its texts."""
+    import pandas as pd
+
+    from pixelpipe.data.charset import build_charset, text_clusters
+
+    labels = list(range(len(texts))) if labels is None else labels
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"text": texts, "label": labels}).to_parquet(path)
+    return path, build_charset(text_clusters(texts), FONTS, inventory=False)
+
+
 def _split(tmp_path, name, texts, n_shards=3, shard_size=4, **kw):
     d = tmp_path / name
+    corpus, charset = write_corpus(d / "corpus.parquet", texts)
     paths = [d / f"shard-{i:05d}.npy" for i in range(n_shards)]
-    manifest = render_split(texts, list(range(len(texts))), [f"r{i}" for i in range(len(texts))], settings(**kw),
-                            paths, d / "manifest.json", shard_size=shard_size, progress=False)
+    manifest = render_split(corpus, charset, settings(**kw), paths, d / "manifest.json", shard_size=shard_size,
+                            progress=False)
     return paths, manifest
 
 
 def test_render_split_shards_and_manifest(tmp_path):
     texts = [f"sample {i} with words" for i in range(7)]  # 4 + 3 + 0 rows of 19 characters, 12 fit
-    logs = []
     p, m = _split(tmp_path, "a", texts)
     assert [s["count"] for s in m["shards"]] == [4, 3, 0]
-    assert np.load(p[2]).shape == (0, 1, 16, 96)
-    assert m["format"] == "pixelpipe.cache/2" and m["count"] == 7 and m["render"] == settings().to_dict()
-    assert m["shards"][1]["labels"] == [4, 5, 6] and m["shards"][1]["ids"] == ["r4", "r5", "r6"]
-    assert m["shards"][0]["lengths"] == [12] * 4 and m["truncated"] == 7 and m["longest_clusters"] == 19
+    rows = [np.load(x) for x in p]
+    assert rows[2].shape == (0,) and rows[0].dtype.names == ("glyphs", "label", "length")
+    assert rows[0]["glyphs"].dtype == np.uint16 and rows[0]["glyphs"].shape == (4, 12)
+    assert m["format"] == "pixelpipe.cache/3" and m["count"] == 7 and m["render"] == settings().to_dict()
+    assert rows[1]["label"].tolist() == [4, 5, 6] and rows[0]["length"].tolist() == [12] * 4
+    assert m["truncated"] == 7 and m["longest_clusters"] == 19 and m["shortest_clusters"] == 12
     assert [s["sha256"] for s in m["shards"]] == [io.sha256_file(x) for x in p]
     assert io.read_json(tmp_path / "a" / "manifest.json") == m
     atlas = GlyphAtlas.from_dict(m["atlas"], FONTS, 12)
     assert set(atlas.index) == set("".join(texts)) | {" "}
+    assert sum(m["glyph_counts"]) == 7 * 12 and m["glyph_counts"][atlas.index["w"]] == 7
     r = Renderer(settings(), atlas)
-    assert (np.load(p[1])[2] == r.render([texts[6]])[0][0]).all()
+    assert (r.images(rows[1]["glyphs"][2:3].astype(np.int64)) == r.render([texts[6]])[0]).all()  # bit-exact
     _, m2 = _split(tmp_path, "b", texts, line_chars=24)
-    assert m2["truncated"] == 0 and m2["shards"][0]["lengths"] == [19] * 4
-    render_split(texts, list(range(7)), list(range(7)), settings(), p, tmp_path / "c.json", shard_size=4,
-                 progress=False, log=logs.append)
+    assert m2["truncated"] == 0 and np.load(tmp_path / "b" / "shard-00000.npy")["length"].tolist() == [19] * 4
+    logs = []
+    corpus, charset = write_corpus(tmp_path / "c" / "corpus.parquet", texts)
+    render_split(corpus, charset, settings(), p, tmp_path / "c.json", shard_size=4, progress=False, log=logs.append)
     assert any("7 of 7 texts (100.0 %)" in line and "render.line_chars" in line for line in logs)
 
 
+def test_glyph_ids_are_the_charset_positions_in_every_split(tmp_path):
+    """Each split's atlas is drawn from the run's charset: a glyph id means one character everywhere."""
+    charset = write_corpus(tmp_path / "all.parquet", ["abc xyz", "zz top"])[1]
+    for name, texts in (("one", ["abc"]), ("two", ["zz top"])):
+        corpus, _ = write_corpus(tmp_path / name / "corpus.parquet", texts)
+        render_split(corpus, charset, settings(), [tmp_path / name / "s.npy"], tmp_path / name / "m.json",
+                     shard_size=4, progress=False)
+        atlas = GlyphAtlas.from_dict(io.read_json(tmp_path / name / "m.json")["atlas"], FONTS, 12)
+        assert atlas.clusters == charset
+        glyphs = np.load(tmp_path / name / "s.npy")["glyphs"][0]
+        assert [charset[g] for g in glyphs[: len(texts[0])]] == list(texts[0])
+
+
 def test_render_split_errors(tmp_path):
-    with pytest.raises(ValueError, match="do not fit"):
+    with pytest.raises(ValueError, match="more than 3 shards"):
         _split(tmp_path, "x", ["a"] * 13)
-    with pytest.raises(ValueError, match=f"row 5: .*{CJK}"):
-        _split(tmp_path, "y", ["a"] * 5 + [CJK] + ["b"] * 3)
+    corpus, _ = write_corpus(tmp_path / "y" / "corpus.parquet", ["abc", "abd"])
+    with pytest.raises(ValueError, match="charset.json is stale"):
+        render_split(corpus, [" ", "a", "b", "c"], settings(), [tmp_path / "y" / "s.npy"], tmp_path / "y" / "m.json",
+                     shard_size=4, progress=False)
 
 
 def test_fast_path_agrees_with_clusters_on_every_joining_character():

@@ -1,46 +1,43 @@
-"""Random character windows: contiguous runs of a text's cells, moved to the front, on one line or several."""
+"""Random character windows: contiguous runs of a text's glyph ids, moved to the front; trimming."""
 
 import torch
 
-from pixelpipe.data.windows import cells_view, from_cells, random_windows
-
-GEOM = (2, 3, 2, 5)  # cells of 2 x 3 pixels, 2 lines of 5 cells
+from pixelpipe.data.windows import random_windows, trim
 
 
-def texts_as_images(lengths: list[int]) -> torch.Tensor:
-    """Cell k of text b is filled with the value 10 * (k + 1) + b (blank past the text)."""
-    ch, cw, lines, line_chars = GEOM
-    cells = torch.zeros(len(lengths), lines * line_chars, 1, ch, cw, dtype=torch.uint8)
+def texts(lengths: list[int], cells: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+    """Glyph k of text b is 10 * (k + 1) + b (blank, 0, past the text)."""
+    glyphs = torch.zeros(len(lengths), cells, dtype=torch.long)
     for b, n in enumerate(lengths):
-        for k in range(n):
-            cells[b, k] = 10 * (k + 1) + b
-    return from_cells(cells, lines, line_chars)
-
-
-def test_cells_view_round_trips():
-    x = torch.arange(2 * 1 * 4 * 15, dtype=torch.float32).reshape(2, 1, 4, 15)
-    assert torch.equal(from_cells(cells_view(x, *GEOM), 2, 5), x)
+        glyphs[b, :n] = 10 * (torch.arange(n) + 1) + b
+    return glyphs, torch.tensor(lengths)
 
 
 def test_windows_are_contiguous_runs_moved_to_the_front():
-    lengths = [10, 7, 3, 1]
-    images = texts_as_images(lengths)
+    glyphs, lengths = texts([10, 7, 3, 1])
     gen = torch.Generator().manual_seed(0)
     for _ in range(20):
-        out = random_windows(images, torch.tensor(lengths), GEOM, gen, prob=1.0, min_chars=2)
-        cells = cells_view(out, *GEOM)[:, :, 0, 0, 0]
-        for b, n in enumerate(lengths):
-            values = [int(v) for v in cells[b] if v]
-            m = len(values)
-            assert min(2, n) <= m <= n
+        out, m = random_windows(glyphs, lengths, gen, prob=1.0, min_chars=2)
+        for b, n in enumerate(lengths.tolist()):
+            values = [int(v) for v in out[b] if v]
+            assert len(values) == int(m[b]) and min(2, n) <= len(values) <= n
             start = (values[0] - b) // 10 - 1
-            assert values == [10 * (start + k + 1) + b for k in range(m)]  # a contiguous run of the text
-            assert (cells[b, m:] == 0).all()  # the rest is blank
+            assert values == [10 * (start + k + 1) + b for k in range(len(values))]  # a contiguous run
+            assert (out[b, len(values) :] == 0).all()  # the rest is blank
 
 
 def test_no_windows_is_the_identity_and_the_generator_decides():
-    images, lengths = texts_as_images([10, 7]), torch.tensor([10, 7])
-    assert torch.equal(random_windows(images, lengths, GEOM, torch.Generator().manual_seed(1), 0.0, 2), images)
-    a = random_windows(images, lengths, GEOM, torch.Generator().manual_seed(3), 1.0, 2)
-    b = random_windows(images, lengths, GEOM, torch.Generator().manual_seed(3), 1.0, 2)
-    assert torch.equal(a, b)
+    glyphs, lengths = texts([10, 7])
+    same, n = random_windows(glyphs, lengths, torch.Generator().manual_seed(1), 0.0, 2)
+    assert torch.equal(same, glyphs) and torch.equal(n, lengths)
+    a = random_windows(glyphs, lengths, torch.Generator().manual_seed(3), 1.0, 2)
+    b = random_windows(glyphs, lengths, torch.Generator().manual_seed(3), 1.0, 2)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_trim_keeps_what_the_longest_text_reaches():
+    glyphs, lengths = texts([3, 5, 1])
+    assert trim(glyphs, lengths, line_chars=10, lines=1).shape == (3, 5)
+    glyphs, lengths = texts([3, 6, 1], cells=8)  # 2 lines of 4: whole lines only
+    assert trim(glyphs, lengths, line_chars=4, lines=2).shape == (3, 8)
+    assert trim(glyphs[:1], lengths[:1], line_chars=4, lines=2).shape == (1, 4)

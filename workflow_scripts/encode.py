@@ -19,10 +19,8 @@ with stage(sm) as (log, meter):
     split = CacheSplit(sm.input.manifest.rsplit("/", 1)[0], verify=False)
     index = int(sm.wildcards.i)
     split.verify([index])  # only the shard this job reads
-    start = sum(split.shard_counts[:index])
-    labels = split.labels[start : start + split.shard_counts[index]]
     model = load_teacher(sm.input.model.rsplit("/", 1)[0], device)
-    stats = encode_shard(model, sm.input.shard, labels, sm.output.encoded, device, precision,
-                         sm.params.batch_size, progress=runtime["progress"])
-    log(f"encoded {stats['samples']} images at {stats['images_per_s']:.0f} images/s on {info.name}")
+    stats = encode_shard(model, split.shard(index), sm.input.shard.rsplit("/", 1)[-1], sm.output.encoded, device,
+                         precision, sm.params.batch_size, progress=runtime["progress"])
+    log(f"encoded {stats['samples']} texts at {stats['rows_per_s']:.0f} texts/s on {info.name}")
     meter.record(**stats, device=info.name, precision=precision)

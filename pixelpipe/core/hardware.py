@@ -38,8 +38,7 @@ CPU_PROFILE = {
     "teacher": {"model": {"dim": 64, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 2,
                           "num_capsules": 4},
                 "train": {"batch_size": 64, "lr": 0.004, "epochs": 2}},
-    "student": {"model": {"dim": 48, "depth": 1, "heads": 4, "mlp_ratio": 2.0, "H_cycles": 1, "L_cycles": 1,
-                          "num_capsules": 4},
+    "student": {"model": {"core": "none", "dim": 32, "mixer_ratio": 8.0, "heads": 4, "num_capsules": 4},
                 "train": {"batch_size": 64, "lr": 0.004, "epochs": 3}},
 }
 

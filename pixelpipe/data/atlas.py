@@ -203,6 +203,12 @@ class GlyphAtlas:
             i = self._add(cluster, cell)
         return i
 
+    def add_cell(self, cluster: str, cell: np.ndarray) -> int:
+        """A glyph given by its pixels (a cell of a pre-rendered image that matches no glyph): its new id."""
+        if cell.shape != (self.cell_height, self.cell_width):
+            raise ValueError(f"cell has shape {cell.shape}, expected {(self.cell_height, self.cell_width)}")
+        return self._add(cluster, np.asarray(cell, np.uint8))
+
     @property
     def cells(self) -> np.ndarray:
         """All cells as one uint8 [G, cell_height, cell_width] array, in index order."""
@@ -214,10 +220,29 @@ class GlyphAtlas:
         return len(self._cells)
 
     # ---- serialization (model config, ONNX metadata, cache manifest) ----------------------------
+    @classmethod
+    def from_clusters(cls, clusters: Sequence[str], fonts: Sequence[str], font_size: int, cell_height: int,
+                      cell_width: int) -> "GlyphAtlas":
+        """An atlas whose glyph ids are the positions in `clusters` (which must start with the space)."""
+        if not clusters or clusters[0] != SPACE:
+            raise ValueError("a charset starts with the space (glyph id 0, the blank cell)")
+        atlas = cls(fonts, font_size, cell_height, cell_width)
+        for cluster in clusters[1:]:
+            if atlas.lookup(cluster) != len(atlas) - 1:
+                raise ValueError(f"charset lists {cluster!r} twice")
+        atlas.drawn.clear()  # drawn from the charset: none of them is unseen
+        return atlas
+
+    @property
+    def clusters(self) -> list[str]:
+        """Clusters in glyph-id order."""
+        return sorted(self.index, key=self.index.__getitem__)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe atlas: cluster list plus the zlib-compressed, base64 cells (space first)."""
-        names = [SPACE] + sorted(set(self.index) - {SPACE})
-        cells = np.stack([self._cells[self.lookup(n)] for n in names])
+        """JSON-safe atlas: cluster list in glyph-id order (space first) plus the zlib-compressed, base64 cells.
+        Glyph ids survive a round trip: the cache stores them."""
+        names = self.clusters
+        cells = self.cells
         return {"format": ATLAS_FORMAT, "cell": [self.cell_height, self.cell_width], "clusters": names,
                 "cells": base64.b64encode(zlib.compress(cells.tobytes(), 9)).decode("ascii"),
                 "sha256": atlas_digest(names, cells)}

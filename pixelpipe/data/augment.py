@@ -14,6 +14,16 @@ import torch
 import torch.nn.functional as F
 
 
+def images_from_glyphs(glyphs: torch.Tensor, atlas: torch.Tensor, lines: int, channels: int = 1) -> torch.Tensor:
+    """Images [B, C, lines * ch, (N / lines) * cw] of glyph ids [B, N] (reading order), assembled on the device
+    from atlas cells [G, ch, cw] in one gather: what the renderer would draw, for pixel augmentation."""
+    b, n = glyphs.shape
+    _, ch, cw = atlas.shape
+    cells = atlas[glyphs.long()].reshape(b, lines, n // lines, ch, cw)
+    gray = cells.permute(0, 1, 3, 2, 4).reshape(b, 1, lines * ch, (n // lines) * cw)
+    return gray.expand(b, channels, -1, -1).contiguous() if channels > 1 else gray
+
+
 def augment_batch(
     images: torch.Tensor,
     gen: torch.Generator,

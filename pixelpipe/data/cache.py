@@ -1,13 +1,16 @@
-"""Read a split's rendered image cache (shards + manifest written by render.render_split).
+"""Read a split's glyph cache (shards + manifest written by render.render_split).
 
-Training, encoding and calibration all read the same shards, so random access
-goes through memory maps opened lazily per process: nothing is loaded up front
-and DataLoader workers (forked or spawned) each open their own maps.
+Training, encoding, evaluation and calibration all read the same shards, so
+random access goes through memory maps opened lazily per process: nothing is
+loaded up front, no array spans the whole split, and DataLoader workers
+(forked or spawned) each open their own maps. A batch is fetched whole
+(`__getitems__`): one fancy-index per shard touched, not one call per row.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -16,11 +19,20 @@ import torch
 from torch.utils.data import Dataset
 
 from ..core import io
-from .render import image_geometry, verify_shards
+from .atlas import GlyphAtlas
+from .render import RenderSettings, row_dtype, verify_shards
+
+
+class StepBatch(list):
+    """A batch's row indices plus the optimizer step they are drawn for (per-step augmentation seeds)."""
+
+    def __init__(self, indices: Sequence[int], step: int) -> None:
+        super().__init__(indices)
+        self.step = step
 
 
 class CacheSplit:
-    """One split's cache directory: manifest.json plus shard-XXXXX.npy files."""
+    """One split's cache directory: manifest.json plus shard-XXXXX.npy files of glyph rows."""
 
     def __init__(self, split_dir: str | os.PathLike, verify: bool = True) -> None:
         self.split_dir = Path(split_dir)
@@ -29,11 +41,10 @@ class CacheSplit:
         self.shard_paths = [self.split_dir / s["file"] for s in shards]
         self.shard_counts = [int(s["count"]) for s in shards]
         self.offsets = np.cumsum([0] + self.shard_counts)
-        self.labels = np.asarray([l for s in shards for l in s["labels"]], dtype=np.int64)
-        self.lengths = np.asarray([n for s in shards for n in s["lengths"]], dtype=np.int64)
-        self.ids = [i for s in shards for i in s["ids"]]
-        self.image_shape = image_geometry(self.render_settings)
+        self.settings = RenderSettings.from_section(self.render_settings)
+        self.row_dtype = row_dtype(self.settings.cells, self.manifest["glyph_dtype"])
         self._maps: dict[int, np.ndarray] = {}
+        self._atlas: GlyphAtlas | None = None
         self._pid = os.getpid()
         if verify:
             self.verify()
@@ -41,6 +52,14 @@ class CacheSplit:
     @property
     def render_settings(self) -> dict[str, Any]:
         return self.manifest["render"]
+
+    @property
+    def atlas(self) -> GlyphAtlas:
+        """The split's glyph atlas (glyph id = index), decoded once."""
+        if self._atlas is None:
+            s = self.settings
+            self._atlas = GlyphAtlas.from_dict(self.manifest["atlas"], s.fonts, s.font_size)
+        return self._atlas
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
@@ -51,7 +70,7 @@ class CacheSplit:
         verify_shards(self.split_dir, files)
 
     def shard(self, s: int) -> np.ndarray:
-        """Shard `s` as a read-only memmap [N, C, H, W], opened once per process."""
+        """Shard `s` as a read-only structured memmap [N] (glyphs, label, length), opened once per process."""
         if self._pid != os.getpid():  # forked: do not share the parent's maps
             self._maps, self._pid = {}, os.getpid()
         if s not in self._maps:
@@ -59,31 +78,36 @@ class CacheSplit:
                 self._maps[s] = np.load(self.shard_paths[s])
             else:
                 self._maps[s] = np.load(self.shard_paths[s], mmap_mode="r")
-            if self._maps[s].shape != (self.shard_counts[s], *self.image_shape):
-                raise ValueError(f"cache shard {self.shard_paths[s]} has shape {self._maps[s].shape}, manifest says "
-                                 f"{(self.shard_counts[s], *self.image_shape)}")
+            got = self._maps[s]
+            if got.shape != (self.shard_counts[s],) or got.dtype != self.row_dtype:
+                raise ValueError(f"cache shard {self.shard_paths[s]} holds {got.shape} {got.dtype}, manifest says "
+                                 f"({self.shard_counts[s]},) {self.row_dtype}")
         return self._maps[s]
 
-    def get(self, i: int) -> np.ndarray:
-        """Image i as uint8 [C, H, W]."""
+    def rows(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The rows at `indices` (in that order) as one structured array."""
+        idx = np.asarray(indices, dtype=np.int64)
         n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for {n} images in {self.split_dir}")
-        i %= n
-        s = int(np.searchsorted(self.offsets, i, side="right")) - 1
-        return np.asarray(self.shard(s)[i - self.offsets[s]])
-
-    def batch(self, indices: Sequence[int]) -> np.ndarray:
-        """Images at `indices` as uint8 [B, C, H, W]."""
-        out = np.empty((len(indices), *self.image_shape), dtype=np.uint8)
-        for j, i in enumerate(indices):
-            out[j] = self.get(int(i))
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"index out of range for {n} rows in {self.split_dir}")
+        idx %= max(n, 1)
+        shard_of = np.searchsorted(self.offsets, idx, side="right") - 1
+        out = np.empty(len(idx), self.row_dtype)
+        for s in np.unique(shard_of):
+            sel = np.flatnonzero(shard_of == s)
+            out[sel] = self.shard(int(s))[idx[sel] - self.offsets[s]]
         return out
 
-    def iter_shards(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        """(shard index, images [N, C, H, W], labels [N]) per shard, empty shards included."""
+    def iter_shards(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(shard index, rows) per shard, empty shards included."""
         for s in range(len(self.shard_paths)):
-            yield s, self.shard(s), self.labels[self.offsets[s] : self.offsets[s + 1]]
+            yield s, self.shard(s)
+
+    def images(self, rows: np.ndarray) -> np.ndarray:
+        """uint8 [N, C, H, W] images of `rows`, assembled from the atlas (one gather)."""
+        from .render import Renderer
+
+        return Renderer(self.settings, self.atlas).images(np.asarray(rows["glyphs"], np.int64))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -91,16 +115,22 @@ class CacheSplit:
         return state
 
 
-class CacheDataset(Dataset):
-    """Cache images (uint8) and labels, plus row-aligned extra arrays such as teacher outputs.
+# Rewrites a batch's rows before they become tensors (text augmentation); gets the rows and the step.
+RowTransform = Callable[[np.ndarray, int | None, Sequence[int]], np.ndarray]
 
-    Images stay uint8 here; conversion to float happens on the device in batches.
+
+class CacheDataset(Dataset):
+    """Glyph ids, labels and lengths of a cached split, plus row-aligned extra arrays such as teacher outputs.
+
+    `__getitems__` returns a whole batch as a dict of tensors (glyphs int64 [B, cells]); the loader
+    passes it through unchanged (`collate_fn`).
     """
 
     def __init__(self, split_dir: str | os.PathLike, extra: Mapping[str, Any] | None = None,
-                 verify: bool = True) -> None:
+                 verify: bool = True, transform: RowTransform | None = None) -> None:
         self.split = CacheSplit(split_dir, verify=verify)
         self.extra = dict(extra or {})
+        self.transform = transform
         for name, arr in self.extra.items():
             if len(arr) != len(self.split):
                 raise ValueError(f"extra array {name!r} has {len(arr)} rows, cache {split_dir} has {len(self.split)}")
@@ -108,13 +138,39 @@ class CacheDataset(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "image": torch.from_numpy(self.split.get(i).copy()),
-            "label": torch.tensor(self.split.labels[i], dtype=torch.int64),
-            "length": torch.tensor(self.split.lengths[i], dtype=torch.int64),
-            "index": int(i),
+    def __getitems__(self, indices: Sequence[int]) -> dict[str, Any]:
+        rows = self.split.rows(indices)
+        if self.transform is not None:
+            rows = self.transform(rows, getattr(indices, "step", None), indices)
+        batch: dict[str, Any] = {
+            "glyphs": torch.from_numpy(rows["glyphs"].astype(np.int64)),
+            "label": torch.from_numpy(rows["label"].astype(np.int64)),
+            "length": torch.from_numpy(rows["length"].astype(np.int64)),
+            "index": torch.as_tensor(np.asarray(indices, dtype=np.int64)),
         }
+        order = np.asarray(indices, dtype=np.int64)
         for name, arr in self.extra.items():
-            item[name] = torch.from_numpy(np.array(arr[i]))
-        return item
+            batch[name] = torch.from_numpy(np.ascontiguousarray(_take(arr, order)))
+        return batch
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {k: v[0] for k, v in self.__getitems__([i]).items()}
+
+    @staticmethod
+    def collate_fn(batch: dict[str, Any]) -> dict[str, Any]:
+        """A batch from `__getitems__` is already collated."""
+        return batch
+
+
+def _take(arr: Any, order: np.ndarray) -> np.ndarray:
+    """arr[order] for a memmap, reading sorted positions (sequential pages), in `order`'s order."""
+    sort = np.argsort(order, kind="stable")
+    out = np.asarray(arr[order[sort]])
+    inv = np.empty_like(sort)
+    inv[sort] = np.arange(len(sort))
+    return out[inv]
+
+
+def atlas_tensor(split: CacheSplit) -> torch.Tensor:
+    """The split's atlas cells as a uint8 tensor [G, cell_height, cell_width] (what models index glyph ids into)."""
+    return torch.from_numpy(np.ascontiguousarray(split.atlas.cells))

@@ -1,21 +1,28 @@
-"""Build the labelled corpus: generate or load it, split it, drop or reject bad rows.
+"""Build the labelled corpus: draw or load it, split it, drop or reject bad rows, stream it to disk.
 
 The `corpus` section (`CorpusSettings`; defaults and descriptions: the schema) names either
-the built-in multilingual Faker corpus (`path: null`, sized by num_samples, min_chars and
-max_chars) or a .csv, .jsonl, .json (JSON lines) or .parquet file with a text, a label and
-optionally a split column; bad rows are skipped (counted) or fail the rule (`on_bad_row`).
+the built-in corpus (`path: null`: real human-written text shipped with the package, from
+the `sources` listed, balanced over 19 languages, optionally filled with Faker; see
+pixelpipe.data.sources) or a .csv, .jsonl, .json (JSON lines) or .parquet file with a text,
+a label and optionally a split column; bad rows are skipped (counted) or fail the rule
+(`on_bad_row`). Rows are written chunk by chunk, so the corpus never sits in memory whole
+(the built-in real text is bounded by what ships; Faker rows are generated lazily). Every
+row records its `source` and `origin`; the charset (every glyph the run knows) is written
+beside the splits.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
+import itertools
 import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,11 +31,10 @@ import pyarrow.parquet as pq
 
 from ..config.settings import Section
 from ..core import io
+from . import sources as builtin
+from .charset import build_charset, text_clusters, write_charset
+from .sources import DEFAULT_LOCALES, faker_text  # noqa: F401 (re-exported: benchmarks and tests use them)
 
-DEFAULT_LOCALES = (
-    "ar_AA", "az_AZ", "cs_CZ", "da_DK", "de_DE", "el_GR", "en_US", "es_ES", "fa_IR", "fr_FR",
-    "he_IL", "hy_AM", "it_IT", "mk_MK", "nl_NL", "pl_PL", "ru_RU", "uk_UA", "vi_VN",
-)  # fmt: skip
 SPLITS = ("train", "val", "test")
 # Label strings that mean "no label" in exported spreadsheets and data frames: a missing label, not a class.
 MISSING_LABELS = frozenset({"nan", "na", "n/a", "null", "none"})
@@ -51,9 +57,11 @@ class CorpusSettings(Section):
     label_column: str
     split_column: str | None
     splits: dict[str, float]
+    sources: list[str]
     num_samples: int
     min_chars: int
     max_chars: int
+    inventory: bool
     on_bad_row: str
 
 
@@ -84,7 +92,7 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
     """Rows per split before bad rows are dropped. Cheap: called when Snakemake parses the DAG."""
     cfg = CorpusSettings.from_section(corpus_cfg)
     if cfg.path is None:
-        return _split_sizes(cfg.num_samples, cfg.splits)
+        return _split_sizes(builtin_rows(cfg), cfg.splits)
     path, split_col = Path(cfg.path), cfg.split_column
     if split_col is not None:
         raw = read_columns(path, [split_col])
@@ -119,12 +127,17 @@ def shard_count(n_rows: int, shard_size: int) -> int:
 
 def assign_splits(n_rows: int, fractions: dict[str, float], seed: int) -> np.ndarray:
     """Split name per row: a seeded permutation cut into the planned sizes."""
+    return np.asarray(SPLITS)[split_codes(n_rows, fractions, seed)]
+
+
+def split_codes(n_rows: int, fractions: dict[str, float], seed: int) -> np.ndarray:
+    """Index into SPLITS per row (one byte a row, so millions of rows cost megabytes)."""
     sizes = _split_sizes(n_rows, fractions)
     order = np.random.default_rng([seed, 1]).permutation(n_rows)  # own stream, not the generator's shuffle
-    out = np.empty(n_rows, dtype="<U5")
+    out = np.empty(n_rows, dtype=np.uint8)
     start = 0
-    for split in SPLITS:
-        out[order[start : start + sizes[split]]] = split
+    for code, split in enumerate(SPLITS):
+        out[order[start : start + sizes[split]]] = code
         start += sizes[split]
     return out
 
@@ -132,45 +145,44 @@ def assign_splits(n_rows: int, fractions: dict[str, float], seed: int) -> np.nda
 # --- sources ----------------------------------------------------------------------
 
 
-def faker_text(fake: Any, min_chars: int, max_chars: int) -> str:
-    """A text of whole Faker sentences, min_chars to max_chars long (cut at a word boundary)."""
-    target = fake.random_int(min_chars, max_chars)
-    text = fake.sentence()
-    while len(text) < target:
-        text += " " + fake.sentence()
-    if len(text) > max_chars:
-        cut = text[: max_chars + 1].rfind(" ")
-        text = text[:cut] if cut >= min_chars else text[:max_chars]
-    return text
+def builtin_rows(cfg: "CorpusSettings") -> int:
+    """Rows the built-in corpus will hold: num_samples, unless the real sources (without faker) run short."""
+    try:
+        builtin.check_sources(cfg.sources)
+    except ValueError as err:
+        raise CorpusError(str(err)) from None
+    if builtin.FAKER in cfg.sources:
+        return cfg.num_samples
+    quotas = builtin.language_quotas(cfg.num_samples, builtin.LANGUAGES)
+    counts = [builtin.catalog()[s]["counts"] for s in cfg.sources]
+    return sum(min(q, sum(c.get(lang, 0) for c in counts)) for lang, q in quotas.items())
 
 
-def generate_default_corpus(
-    num_samples: int, min_chars: int, max_chars: int, seed: int, locales: Sequence[str] = DEFAULT_LOCALES
-) -> pd.DataFrame:
-    """Balanced multilingual corpus [id, text, label]: row i is in locale i % len(locales).
+def builtin_corpus(cfg: "CorpusSettings", seed: int) -> tuple[int, Iterator[pd.DataFrame]]:
+    """(rows in all, the built-in corpus in chunks of id, text, label, source, origin): the real rows drawn
+    from the shipped sources, shuffled, then the Faker rows that fill what they lack, generated lazily."""
+    builtin.check_sources(cfg.sources)
+    quotas = builtin.language_quotas(cfg.num_samples, builtin.LANGUAGES)
+    real, fill = builtin.sample_real(cfg.sources, quotas, seed, faker=builtin.FAKER in cfg.sources)
+    real = real.iloc[np.random.default_rng(seed).permutation(len(real))].reset_index(drop=True)
 
-    Labels are language codes (the locale prefix). Each locale's Faker is
-    seeded on its own, so the output depends only on the arguments.
-    """
-    if not 0 < min_chars <= max_chars:
-        raise ValueError(f"corpus.min_chars ({min_chars}) must be > 0 and <= corpus.max_chars ({max_chars})")
-    from faker import Faker
+    def chunks() -> Iterator[pd.DataFrame]:
+        start = 0
+        generated = builtin.faker_rows(fill, cfg.min_chars, cfg.max_chars, seed) if sum(fill.values()) else iter(())
+        for chunk in itertools.chain([real], generated):
+            if len(chunk):
+                yield chunk.assign(id=[f"row-{start + k + 1:07d}" for k in range(len(chunk))])
+                start += len(chunk)
 
-    fakers = []
-    for i, locale in enumerate(locales):
-        fake = Faker(locale)
-        fake.seed_instance(seed * len(locales) + i)
-        fakers.append(fake)
-    texts = [faker_text(fakers[i % len(locales)], min_chars, max_chars) for i in range(num_samples)]
-    labels = [locales[i % len(locales)].split("_")[0] for i in range(num_samples)]
-    order = np.random.default_rng(seed).permutation(num_samples)
-    return pd.DataFrame(
-        {
-            "id": [f"row-{k + 1:06d}" for k in range(num_samples)],
-            "text": [texts[j] for j in order],
-            "label": [labels[j] for j in order],
-        }
-    )
+    return len(real) + sum(fill.values()), chunks()
+
+
+def generate_default_corpus(num_samples: int, min_chars: int, max_chars: int, seed: int) -> pd.DataFrame:
+    """A Faker-only corpus [id, text, label] of `num_samples` rows balanced over the 19 languages (tests, benchmarks)."""
+    quotas = builtin.language_quotas(num_samples, builtin.LANGUAGES)
+    df = pd.concat(list(builtin.faker_rows(quotas, min_chars, max_chars, seed)), ignore_index=True)
+    df = df.iloc[np.random.default_rng(seed).permutation(len(df))].reset_index(drop=True)
+    return df.assign(id=[f"row-{k + 1:06d}" for k in range(len(df))])[["id", "text", "label"]]
 
 
 def _require_columns(wanted: Sequence[str], present: Sequence[str], path: Path) -> None:
@@ -341,50 +353,74 @@ def _label_order(names: set[str]) -> list[str]:
 
 
 def split_table(df: pd.DataFrame, ids: dict[str, int]) -> pa.Table:
-    """One split as the parquet table the corpus rule writes (id, text, label = class id)."""
+    """Rows as the parquet table the corpus rule writes (id, text, label = class id, source, origin)."""
+    n = len(df)
     return pa.table(
         {
             "id": pa.array(df["id"].tolist(), pa.string()),
             "text": pa.array(df["text"].tolist(), pa.string()),
             "label": pa.array([ids[l] for l in df["label"]], pa.int64()),
+            "source": pa.array(df["source"].tolist() if "source" in df else [None] * n, pa.string()),
+            "origin": pa.array(df["origin"].tolist() if "origin" in df else [None] * n, pa.string()),
         }
     )
 
 
-def _write_split(path: Path, df: pd.DataFrame, ids: dict[str, int]) -> None:
-    with io.atomic_path(path, suffix=".parquet") as tmp:
-        pq.write_table(split_table(df, ids), tmp)
+class SplitWriters:
+    """One streaming parquet writer per split under a temporary name; `close` publishes all three."""
+
+    def __init__(self, out_dir: Path, stack: contextlib.ExitStack) -> None:
+        self.paths = {split: stack.enter_context(io.atomic_path(out_dir / f"{split}.parquet", suffix=".parquet"))
+                      for split in SPLITS}
+        self.writers: dict[str, pq.ParquetWriter] = {}
+        self.sizes = dict.fromkeys(SPLITS, 0)
+
+    def write(self, split: str, table: pa.Table) -> None:
+        if split not in self.writers:
+            self.writers[split] = pq.ParquetWriter(self.paths[split], table.schema)
+        self.writers[split].write_table(table)
+        self.sizes[split] += table.num_rows
+
+    def close(self, schema: pa.Schema) -> None:
+        for split in SPLITS:
+            writer = self.writers.get(split) or pq.ParquetWriter(self.paths[split], schema)
+            writer.close()
 
 
-def _check_usable(df: pd.DataFrame, counts: dict[str, int], source: str) -> None:
+def _check_usable(sizes: dict[str, int], labels: set[str], counts: dict[str, int], source: str) -> None:
     """Refuse a corpus that leaves a split empty or fewer than two classes, naming what to change."""
     dropped = f"; bad rows dropped: {counts} (corpus.on_bad_row)" if counts else ""
-    sizes = {split: int((df["split"] == split).sum()) for split in SPLITS}
     empty = [split for split, n in sizes.items() if n == 0]
     if empty:
         raise CorpusError(f"corpus {source}: split(s) {', '.join(empty)} have no rows (rows per split: {sizes}"
                           f"{dropped}); add rows, or change corpus.splits / corpus.split_column")
-    labels = sorted(set(df["label"]))
     if len(labels) < 2:
-        raise CorpusError(f"corpus {source}: {len(labels)} class(es) {labels} after dropping bad rows{dropped}; a "
-                          f"classifier needs at least 2 (check corpus.label_column)")
+        raise CorpusError(f"corpus {source}: {len(labels)} class(es) {sorted(labels)} after dropping bad rows{dropped}; "
+                          "a classifier needs at least 2 (check corpus.label_column)")
+
+
+def corpus_chunks(cfg: CorpusSettings, seed: int) -> tuple[Iterator[pd.DataFrame], int, dict[str, str] | None, str]:
+    """(chunks of rows with id, text, label and maybe split / source / origin / error; rows in all; the locale
+    of each label or None; a name for messages), before bad rows are dropped."""
+    if cfg.path is None:
+        n, chunks = builtin_corpus(cfg, seed)
+        return chunks, n, dict(zip(builtin.LANGUAGES, builtin.DEFAULT_LOCALES)), f"(built-in: {', '.join(cfg.sources)})"
+    df = load_user_corpus(cfg.path, cfg.text_column, cfg.label_column, cfg.split_column)
+    if df.empty:
+        raise CorpusError(f"corpus file {cfg.path} (corpus.path) has no data rows")
+    return iter([df.assign(source=Path(cfg.path).name, origin=[f"row {k}" for k in range(1, len(df) + 1)])]), \
+        len(df), None, str(cfg.path)
 
 
 def corpus_rows(corpus_cfg: dict[str, Any], seed: int) -> tuple[pd.DataFrame, dict[str, str] | None, str]:
-    """(rows with id, text, label, split and 1-based file row; the locale of each label or None; a name
-    for messages), before bad rows are dropped. What build_corpus writes, and what the planner sizes."""
+    """All rows at once (id, text, label, split, row), before bad rows are dropped: what the planner sizes on
+    small corpora. build_corpus streams the same rows instead."""
     cfg = CorpusSettings.from_section(corpus_cfg)
-    if cfg.path is None:
-        df = generate_default_corpus(cfg.num_samples, cfg.min_chars, cfg.max_chars, seed)
-        locales, source = {loc.split("_")[0]: loc for loc in DEFAULT_LOCALES}, "(built-in)"
-    else:
-        df = load_user_corpus(cfg.path, cfg.text_column, cfg.label_column, cfg.split_column)
-        locales, source = None, str(cfg.path)
-        if df.empty:
-            raise CorpusError(f"corpus file {source} (corpus.path) has no data rows")
+    chunks, n, locales, source = corpus_chunks(cfg, seed)
+    df = pd.concat(list(chunks), ignore_index=True)
     if "split" not in df:
-        df["split"] = assign_splits(len(df), cfg.splits, seed)
-    df["row"] = np.arange(1, len(df) + 1)  # 1-based data row in the file, for messages
+        df["split"] = assign_splits(n, cfg.splits, seed)
+    df["row"] = np.arange(1, len(df) + 1)
     return df, locales, source
 
 
@@ -394,14 +430,41 @@ def bad_row_counts(bad: pd.DataFrame) -> dict[str, int]:
 
 
 def labels_info(ids: dict[str, int], locales: dict[str, str] | None, bad_rows: dict[str, int],
-                sizes: dict[str, int]) -> dict[str, Any]:
+                sizes: dict[str, int], sources: dict[str, int] | None = None) -> dict[str, Any]:
     """The content of labels.json."""
-    return {"labels": list(ids), "locales": locales, "bad_rows": bad_rows, "split_sizes": sizes}
+    return {"labels": list(ids), "locales": locales, "bad_rows": bad_rows, "split_sizes": sizes,
+            "sources": sources or {}}
 
 
 def class_ids(labels: Iterable[str]) -> dict[str, int]:
     """Label name -> class id (sorted; integer labels numerically)."""
     return {name: i for i, name in enumerate(_label_order(set(labels)))}
+
+
+class _Tally:
+    """What build_corpus counts while it streams: bad rows, labels, sources, clusters, the first bad rows."""
+
+    def __init__(self) -> None:
+        self.bad: collections.Counter = collections.Counter()
+        self.labels: set[str] = set()
+        self.sources: collections.Counter = collections.Counter()
+        self.clusters: set[str] = set()
+        self.examples: list[str] = []
+
+
+def _drop_bad(chunk: pd.DataFrame, cfg: CorpusSettings, fonts: Sequence[str], source: str, tally: _Tally,
+              log: Callable[[str], Any]) -> pd.DataFrame:
+    """The chunk without its bad rows (counted, the first five logged), or CorpusError under on_bad_row: fail."""
+    bad = find_bad_rows(chunk, fonts)
+    if not len(bad):
+        return chunk
+    tally.bad.update(bad_row_counts(bad))
+    where = [f"row {r.row} (split {r.split}, id {r.id}): {r.reason}" for r in bad.head(5).itertuples()]
+    if cfg.on_bad_row == "fail":
+        raise CorpusError(f"corpus {source}: {where[0]}; {len(bad)} bad row(s) {bad_row_counts(bad)}. "
+                          "Fix the data or set corpus.on_bad_row: skip")
+    tally.examples += where[: 5 - len(tally.examples)]
+    return chunk.drop(index=bad.index)
 
 
 def build_corpus(
@@ -411,32 +474,38 @@ def build_corpus(
     seed: int,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Write {train,val,test}.parquet (id, text, label = class id) and labels.json; return labels.json's content."""
+    """Write {train,val,test}.parquet (id, text, label = class id, source, origin), labels.json and charset.json
+    chunk by chunk; return labels.json's content."""
     cfg = CorpusSettings.from_section(corpus_cfg)
     if cfg.on_bad_row not in ("skip", "fail"):
         raise ValueError(f"corpus.on_bad_row must be 'skip' or 'fail', got {cfg.on_bad_row!r}")
-    df, locales, source = corpus_rows(corpus_cfg, seed)
-    bad = find_bad_rows(df, fonts)
-    counts = bad_row_counts(bad)
-    if len(bad):
-        where = [f"row {r.row} (split {r.split}, id {r.id}): {r.reason}" for r in bad.head(5).itertuples()]
-        if cfg.on_bad_row == "fail":
-            raise CorpusError(f"corpus {source}: {where[0]}; {len(bad)} bad row(s) in total {counts}. "
-                              "Fix the data or set corpus.on_bad_row: skip")
-        log(f"corpus: skipping {len(bad)} bad row(s): {counts}")
-        for line in where:
-            log(f"  {line}")
-        df = df.drop(index=bad.index)
-    _check_usable(df, counts, source)
-
-    ids = class_ids(df["label"])
+    chunks, n, locales, source = corpus_chunks(cfg, seed)
+    ids = class_ids(locales) if locales else None
+    codes, tally, start = split_codes(n, cfg.splits, seed), _Tally(), 0
     out_dir = Path(out_dir)
-    sizes = {}
-    for split in SPLITS:
-        part = df[df["split"] == split]
-        _write_split(out_dir / f"{split}.parquet", part, ids)
-        sizes[split] = len(part)
-    info = labels_info(ids, locales, counts, sizes)
+    with contextlib.ExitStack() as stack:
+        writers = SplitWriters(out_dir, stack)
+        for chunk in chunks:
+            chunk = chunk.assign(row=np.arange(start + 1, start + len(chunk) + 1))
+            if "split" not in chunk:
+                chunk["split"] = np.asarray(SPLITS)[codes[start : start + len(chunk)]]
+            start += len(chunk)
+            chunk = _drop_bad(chunk, cfg, fonts, source, tally, log)
+            ids = ids or class_ids(chunk["label"])  # a user file is one chunk: its labels are all here
+            tally.labels.update(chunk["label"])
+            tally.sources.update(chunk["source"])
+            tally.clusters |= text_clusters(chunk["text"])
+            for split, part in chunk.groupby("split", sort=False):
+                writers.write(split, split_table(part, ids))
+        _check_usable(writers.sizes, tally.labels, dict(tally.bad), source)
+        writers.close(split_table(pd.DataFrame(columns=["id", "text", "label"]), {}).schema)
+    if tally.bad:
+        log(f"corpus: skipped {sum(tally.bad.values())} bad row(s): {dict(tally.bad)}")
+        for line in tally.examples:
+            log(f"  {line}")
+    write_charset(out_dir / "charset.json", build_charset(tally.clusters, fonts, cfg.inventory))
+    info = labels_info(ids, locales, dict(tally.bad), writers.sizes, dict(tally.sources))
     io.write_json(out_dir / "labels.json", info)
-    log(f"corpus: {sum(sizes.values())} rows, {len(ids)} labels, splits {sizes}")
+    log(f"corpus: {sum(writers.sizes.values())} rows, {len(ids)} labels, splits {writers.sizes}, "
+        f"sources {dict(tally.sources)}")
     return info

@@ -1,4 +1,4 @@
-"""Render texts as glyph-aligned images and write a split's cache shards.
+"""Lay texts out as glyph-aligned cells and write a split's cache shards of glyph ids.
 
 An image is a grid of `lines x line_chars` cells of `cell_height x
 cell_width` pixels; cell k (reading order, wrapped line by line) holds the
@@ -7,9 +7,12 @@ k-th grapheme cluster of the normalized text, copied from the glyph atlas
 `lines * line_chars` clusters: that truncation is counted per image, per
 split (manifest) and in the run summary, never silent.
 
-Rendering is a table lookup and one gather per shard, so a split renders in
-a second or two in one process; nothing about it is random, so a rerun writes
-the same bytes and prediction renders exactly what training saw.
+The cache stores what makes an image bit-exactly: each text's glyph ids
+(2 bytes per cell, against 128 bytes of pixels) plus the split's atlas.
+Images are assembled where they are consumed (`Renderer.images` here, one
+gather; the models fold the stem over the atlas and need no image at all).
+Nothing about it is random, so a rerun writes the same bytes and prediction
+renders exactly what training saw.
 """
 
 from __future__ import annotations
@@ -19,16 +22,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from ..config.settings import TRUNCATION_WARN_SHARE, CellGrid, Section
 from ..core import io
-from .atlas import GlyphAtlas, clusters, is_plain, normalize, undrawable
+from .atlas import GlyphAtlas, clusters, is_plain, normalize
 
-CACHE_FORMAT = "pixelpipe.cache/2"
+CACHE_FORMAT = "pixelpipe.cache/3"
 
 
 @dataclass(frozen=True)
@@ -143,10 +146,65 @@ class Renderer:
         return self.images(indices), full
 
 
+def glyph_dtype(glyphs: int) -> str:
+    """The glyph id type for a charset of `glyphs`: uint16 while it fits, else uint32."""
+    return "uint16" if glyphs <= np.iinfo(np.uint16).max + 1 else "uint32"
+
+
+def row_dtype(cells: int, ids: str) -> np.dtype:
+    """One cache row: its glyph ids, label and length."""
+    return np.dtype([("glyphs", np.dtype(ids).newbyteorder("<"), (cells,)), ("label", "<i8"), ("length", "<i4")])
+
+
+def shard_dtype(cells: int, glyphs: int) -> np.dtype:
+    return row_dtype(cells, glyph_dtype(glyphs))
+
+
+def iter_chunks(path: Path, columns: Sequence[str], size: int) -> Iterator[dict[str, list]]:
+    """A parquet file's `columns` in chunks of exactly `size` rows (the last one shorter), read batch by batch."""
+    import pyarrow.parquet as pq
+
+    buf: dict[str, list] = {c: [] for c in columns}
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=size, columns=list(columns)):
+        for c in columns:
+            buf[c].extend(batch.column(c).to_pylist())
+        while len(buf[columns[0]]) >= size:
+            yield {c: v[:size] for c, v in buf.items()}
+            buf = {c: v[size:] for c, v in buf.items()}
+    if buf[columns[0]]:
+        yield buf
+
+
+class SplitStats:
+    """What a split's manifest reports about its texts, accumulated shard by shard."""
+
+    def __init__(self, glyphs: int) -> None:
+        self.glyph_counts = np.zeros(glyphs, np.int64)
+        self.rows = self.truncated = self.characters = 0
+        self.longest, self.shortest = 0, None
+
+    def add(self, indices: np.ndarray, full: np.ndarray, cells: int) -> None:
+        lengths = np.minimum(full, cells)
+        valid = np.arange(indices.shape[1])[None, :] < lengths[:, None]
+        self.glyph_counts += np.bincount(indices[valid], minlength=len(self.glyph_counts))[: len(self.glyph_counts)]
+        self.rows += len(full)
+        self.truncated += int((full > cells).sum())
+        self.characters += int(lengths.sum())
+        if len(full):
+            self.longest = max(self.longest, int(full.max()))
+            self.shortest = int(lengths.min()) if self.shortest is None else min(self.shortest, int(lengths.min()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.rows, "truncated": self.truncated,
+                "truncated_share": self.truncated / self.rows if self.rows else 0.0,
+                "longest_clusters": self.longest, "shortest_clusters": self.shortest or 0,
+                "mean_clusters": self.characters / self.rows if self.rows else 0.0,
+                "glyph_counts": self.glyph_counts.tolist()}
+
+
 def render_split(
-    texts: Sequence[str],
-    labels: Sequence[int],
-    ids: Sequence[str | int],
+    corpus_path: Path,
+    charset: Sequence[str],
     settings: RenderSettings,
     shard_paths: Sequence[Path],
     manifest_path: Path,
@@ -155,44 +213,43 @@ def render_split(
     desc: str = "render",
     log: Any = None,
 ) -> dict[str, Any]:
-    """Render one split into fixed shard files plus a manifest; return the manifest.
+    """Lay one split's texts out as glyph ids, shard by shard, streaming the corpus file; return the manifest.
 
-    Row i goes to shard i // shard_size. The shard paths are fixed up front by
-    the DAG, so trailing shards may be short or empty (rows dropped upstream);
-    empty shards are still written as [0, C, H, W]. The manifest carries the
-    split's atlas (every cluster it used), per-row cluster counts (the training
-    windows need them) and how many texts were truncated.
+    Row i goes to shard i // shard_size. The shard paths are fixed up front by the DAG, so trailing
+    shards may be short or empty (rows dropped upstream); empty shards are still written. The atlas is
+    drawn from the run's charset (pixelpipe.data.charset), so glyph ids agree across splits; a text
+    with a character the charset lacks means the charset is stale and fails the rule.
     """
-    texts, labels, ids = list(texts), [int(x) for x in labels], [x if isinstance(x, str) else int(x) for x in ids]
-    n = len(texts)
-    if not (len(labels) == len(ids) == n):
-        raise ValueError(f"texts ({n}), labels ({len(labels)}) and ids ({len(ids)}) differ in length")
     if not shard_paths or shard_size < 1:
         raise ValueError("need at least one shard path and shard_size >= 1")
-    if n > len(shard_paths) * shard_size:
-        raise ValueError(f"{n} rows do not fit in {len(shard_paths)} shards of {shard_size}")
     manifest_path = Path(manifest_path)
-    renderer = Renderer(settings)
+    atlas = GlyphAtlas.from_clusters(charset, settings.fonts, settings.font_size, settings.cell_height,
+                                     settings.cell_width)
+    renderer, dtype = Renderer(settings, atlas), shard_dtype(settings.cells, len(charset))
+    stats, sha256s = SplitStats(len(charset)), []
+    chunks = iter_chunks(Path(corpus_path), ["text", "label"], shard_size)
     t0 = time.perf_counter()
-    try:
-        indices, full = renderer.layout(texts)
-    except ValueError as e:
-        bad = next(i for i, t in enumerate(texts) if undrawable(t, settings.fonts))
-        raise ValueError(f"row {bad}: {e}") from None
-    sha256s = []
-    with tqdm(total=n, unit="img", desc=desc, disable=not progress) as bar:
+    with tqdm(unit="row", desc=desc, disable=not progress) as bar:
         for s, path in enumerate(shard_paths):
-            lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
-            io.save_npy(path, renderer.images(indices[lo:hi]))
+            chunk = next(chunks, {"text": [], "label": []})
+            indices, full = renderer.layout(chunk["text"])
+            if len(atlas) != len(charset):
+                raise ValueError(f"{corpus_path} has characters missing from the charset ({sorted(atlas.drawn)[:5]}): "
+                                 "results/corpus/charset.json is stale; rerun the corpus rule")
+            rows = np.zeros(len(full), dtype)
+            rows["glyphs"], rows["label"], rows["length"] = indices, chunk["label"], np.minimum(full, settings.cells)
+            io.save_npy(path, rows)
             sha256s.append(io.sha256_file(path))
-            bar.update(hi - lo)
-    elapsed = time.perf_counter() - t0
+            stats.add(indices, full, settings.cells)
+            bar.update(len(full))
+    if next(chunks, None) is not None:
+        raise ValueError(f"{corpus_path} has more than {len(shard_paths)} shards of {shard_size} rows")
     files = [os.path.relpath(p, manifest_path.parent) for p in shard_paths]
-    manifest = split_manifest(settings, shard_size, files, sha256s, labels, ids, full, renderer.atlas.to_dict(),
-                              round(n / elapsed, 1))
-    if log is not None and n and manifest["truncated_share"] > TRUNCATION_WARN_SHARE:
-        log(f"warning: {manifest['truncated']} of {n} texts ({100 * manifest['truncated_share']:.1f} %) have more "
-            f"than {settings.cells} characters and were truncated; raise render.line_chars or render.lines")
+    manifest = split_manifest(settings, shard_size, files, sha256s, stats, atlas.to_dict(), dtype,
+                              round(stats.rows / max(time.perf_counter() - t0, 1e-9), 1))
+    if log is not None and stats.rows and manifest["truncated_share"] > TRUNCATION_WARN_SHARE:
+        log(f"warning: {manifest['truncated']} of {stats.rows} texts ({100 * manifest['truncated_share']:.1f} %) have "
+            f"more than {settings.cells} characters and were truncated; raise render.line_chars or render.lines")
     io.write_json(manifest_path, manifest)
     return manifest
 
@@ -217,22 +274,11 @@ def verify_shards(split_dir: str | os.PathLike, files: Sequence[str] | None = No
 
 
 def split_manifest(settings: RenderSettings, shard_size: int, files: Sequence[str], sha256s: Sequence[str],
-                   labels: Sequence[int], ids: Sequence[str | int], full: np.ndarray, atlas: dict[str, Any],
-                   images_per_s: float) -> dict[str, Any]:
-    """The manifest of one rendered split: what render_split writes and what the planner sizes.
-
-    `full` holds each text's characters before truncation; the manifest keeps the truncated
-    lengths per row (training windows need them) and how many texts were truncated.
-    """
-    n = len(full)
-    lengths = np.minimum(full, settings.cells)
-    shards = []
-    for s, (file, sha) in enumerate(zip(files, sha256s)):
-        lo, hi = min(s * shard_size, n), min((s + 1) * shard_size, n)
-        shards.append({"file": file, "count": hi - lo, "sha256": sha, "labels": list(labels[lo:hi]),
-                       "ids": list(ids[lo:hi]), "lengths": lengths[lo:hi].tolist()})
-    n_truncated = int((np.asarray(full) > settings.cells).sum())
-    return {"format": CACHE_FORMAT, "render": settings.to_dict(), "shard_size": shard_size, "count": n,
-            "truncated": n_truncated, "truncated_share": n_truncated / n if n else 0.0,
-            "longest_clusters": int(np.max(full, initial=0)), "shards": shards, "images_per_s": images_per_s,
-            "atlas": atlas}
+                   stats: SplitStats, atlas: dict[str, Any], dtype: np.dtype, rows_per_s: float) -> dict[str, Any]:
+    """The manifest of one rendered split: what render_split writes and what the planner sizes. Per-row data
+    (glyph ids, labels, lengths) lives in the shards, so the manifest stays small at any corpus size."""
+    counts = [min(shard_size, max(0, stats.rows - s * shard_size)) for s in range(len(files))]
+    shards = [{"file": f, "count": c, "sha256": sha} for f, c, sha in zip(files, counts, sha256s)]
+    return {"format": CACHE_FORMAT, "render": settings.to_dict(), "shard_size": shard_size,
+            "glyph_dtype": dtype["glyphs"].base.name, **stats.to_dict(), "shards": shards,
+            "rows_per_s": rows_per_s, "atlas": atlas}

@@ -1,7 +1,8 @@
 """What the deployed forms cost on the CPU at hand: latency, throughput, size and accuracy.
 
-Three forms of the same student: torch eager fp32, ONNX fp32 and ONNX int8,
-each at the configured batch sizes, on real test images. Repeats run in
+Three forms of the same student: torch eager fp32 (the trained model on its
+glyph path), ONNX fp32 and ONNX int8 (folded), each at the configured batch
+sizes, on real test rows (trimmed to their longest text, as predict runs them). Repeats run in
 short blocks interleaved round-robin across the forms (not all of one form,
 then the next), so a background process that slows the machine for a while
 slows every form alike and the ratios stay fair on a shared machine; blocks
@@ -26,7 +27,6 @@ import torch
 from ..core import io
 from ..model.checkpoint import load_model
 from . import onnxmodel
-from .export import StudentForExport
 
 FORMS = ("torch_fp32", "onnx_fp32", "onnx_int8")
 FORM_TITLES = {"torch_fp32": "torch eager fp32", "onnx_fp32": "ONNX fp32", "onnx_int8": "ONNX int8"}
@@ -64,34 +64,43 @@ def _stats(times_s: list[float], batch: int) -> dict[str, float]:
             "throughput_per_s": batch / (med / 1e3) if med > 0 else float("inf")}
 
 
-def _torch_runner(model: torch.nn.Module) -> Callable[[np.ndarray], np.ndarray]:
-    wrapper = StudentForExport(model).eval()
+Feeds = dict[str, np.ndarray]  # the ONNX model's inputs (deployed glyph ids, lengths)
 
-    def run(x: np.ndarray) -> np.ndarray:
+
+def _torch_runner(model: torch.nn.Module) -> Callable[[Feeds], np.ndarray]:
+    def run(feeds: Feeds) -> np.ndarray:
+        glyphs = torch.from_numpy(np.maximum(feeds["glyphs"] - 1, 0))  # back to atlas ids (PAD is masked anyway)
         with torch.inference_mode():
-            return wrapper(torch.from_numpy(x))[0].numpy()
+            return model(glyphs, torch.from_numpy(feeds["lengths"]))["logits"].numpy()
 
     return run
 
 
-def _onnx_runner(session: Any) -> Callable[[np.ndarray], np.ndarray]:
-    def run(x: np.ndarray) -> np.ndarray:
-        return session.run(list(onnxmodel.OUTPUT_NAMES), {onnxmodel.INPUT_NAME: x})[0]
+def _onnx_runner(session: Any) -> Callable[[Feeds], np.ndarray]:
+    def run(feeds: Feeds) -> np.ndarray:
+        return onnxmodel.run_logits(session, feeds)
 
     return run
 
 
-def _accuracy(run: Callable[[np.ndarray], np.ndarray], split_dir: Path, batch: int = 256) -> dict[str, Any]:
+def _accuracy(run: Callable[[Feeds], np.ndarray], split_dir: Path, batch: int = 256) -> dict[str, Any]:
     correct = total = 0
-    for images, labels in onnxmodel.iter_cache_split(split_dir):
-        for i in range(0, len(labels), batch):
-            pred = run(onnxmodel.to_input(np.asarray(images[i : i + batch]))).argmax(1)
-            correct += int((pred == labels[i : i + batch]).sum())
-            total += len(pred)
+    for feeds, labels in onnxmodel.split_batches(split_dir, batch):
+        correct += int((run(feeds).argmax(1) == labels).sum())
+        total += len(labels)
     return {"accuracy": correct / total if total else float("nan"), "samples": total}
 
 
-def op_profile(model_path: str | os.PathLike, x: np.ndarray, threads: int, runs: int = 10) -> dict[str, Any]:
+def _test_feeds(split_dir: Path, batch: int, lines: int, line_chars: int) -> Feeds:
+    """`batch` real test rows (a tiny split is cycled to fill it) as the model's inputs."""
+    pool = np.concatenate([np.asarray(r) for r in onnxmodel.iter_cache_split(split_dir)] or [np.zeros(0)])
+    if len(pool) == 0:
+        raise ValueError(f"no test rows in {split_dir}")
+    rows = pool[np.arange(batch) % len(pool)]
+    return onnxmodel.deployed_batch(rows["glyphs"], rows["length"], lines, line_chars)
+
+
+def op_profile(model_path: str | os.PathLike, feeds: Feeds, threads: int, runs: int = 10) -> dict[str, Any]:
     """Share of kernel time per ONNX op type (onnxruntime's profiler), to show what bounds the latency."""
     import collections
     import json
@@ -99,13 +108,13 @@ def op_profile(model_path: str | os.PathLike, x: np.ndarray, threads: int, runs:
 
     import onnxruntime as ort
 
-    so = onnxmodel._session_options(threads)
+    so = onnxmodel.session_options(threads)
     so.enable_profiling = True
     with tempfile.TemporaryDirectory() as tmp:
         so.profile_file_prefix = str(Path(tmp) / "ort")
         session = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
         for _ in range(runs):
-            session.run(None, {onnxmodel.INPUT_NAME: x})
+            session.run(None, feeds)
         events = json.loads(Path(session.end_profiling()).read_text())
     per_op: collections.Counter = collections.Counter()
     for e in events:
@@ -131,14 +140,11 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
     }
     sizes = {"torch_fp32": Path(student_dir, "model.safetensors").stat().st_size,
              "onnx_fp32": Path(onnx_fp32).stat().st_size, "onnx_int8": Path(onnx_int8).stat().st_size}
-    pool = np.concatenate([np.asarray(x) for x, _ in onnxmodel.iter_cache_split(test_split_dir)] or [np.zeros((0,))])
-    if len(pool) == 0:
-        raise ValueError(f"no test images in {test_split_dir}")
+    lines, line_chars = config["render"]["lines"], config["render"]["line_chars"]
     load_before = os.getloadavg()
     latency: dict[str, dict[str, Any]] = {f: {} for f in FORMS}
     for b in batch_sizes:
-        idx = np.arange(b) % len(pool)  # real images; a tiny test split is cycled to fill the batch
-        x = onnxmodel.to_input(pool[idx])
+        x = _test_feeds(test_split_dir, b, lines, line_chars)
         for form in FORMS:
             for _ in range(warmup):
                 runners[form](x)
@@ -155,7 +161,7 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
             log(f"batch {b:3d} {FORM_TITLES[form]:17s} median {latency[form][str(b)]['median_ms']:8.2f} ms")
     load_after = os.getloadavg()
     b_prof = max(batch_sizes)
-    x = onnxmodel.to_input(pool[np.arange(b_prof) % len(pool)])
+    x = _test_feeds(test_split_dir, b_prof, lines, line_chars)
     profile = {"batch": b_prof, "onnx_fp32": op_profile(onnx_fp32, x, threads), "onnx_int8": op_profile(onnx_int8, x, threads)}
     accuracy = {}
     for form in FORMS:

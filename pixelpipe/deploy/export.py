@@ -1,11 +1,17 @@
 """Export the student to ONNX with torch's dynamo exporter and prove the file computes what torch does.
 
-`torch.onnx.export(..., dynamo=True)` (torch.export + onnxscript) is the
-exporter PyTorch now defaults to; the TorchScript one is deprecated. The batch
-axis is dynamic, so one file serves batch 1 (interactive) and large batches.
-The export is not trusted until onnxruntime reproduces torch's logits on real
-validation images: a largest-absolute-difference tolerance plus a cap on the
-share of samples whose predicted label changes.
+What is exported is the folded student (pixelpipe.deploy.fold): glyph ids and
+lengths in, logits out, rendering and the stem (and for `core: none` the n-gram
+convolution) folded into one per-glyph table, so no pixel is drawn and no
+token past a text's end is computed. `torch.onnx.export(..., dynamo=True)`
+(torch.export + onnxscript) is the exporter PyTorch now defaults to. The batch
+and token axes are dynamic, so one file serves one short text or a large
+batch. The table is both an initializer and a graph input (an overridable
+initializer), so predict can pass a table extended with characters it folded
+on the fly. The export is not trusted until onnxruntime reproduces the torch
+student's logits (the unfolded model, on its glyph path) on real validation
+rows: a largest-absolute-difference tolerance plus a cap on the share of
+samples whose predicted label changes.
 """
 
 from __future__ import annotations
@@ -18,12 +24,12 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 from ..core import io
-from ..model.checkpoint import load_model
+from ..model.checkpoint import atlas_cells, load_model
 from ..model.encoder import TRMVisionEncoder
 from . import onnxmodel
+from .fold import deploy_form, folded_module
 
 MIN_OPSET = 18
 
@@ -32,23 +38,10 @@ class ParityError(RuntimeError):
     """The ONNX model does not compute what the torch student computes."""
 
 
-class StudentForExport(nn.Module):
-    """float32 images in [0, 1] -> (logits, sketches): the deployed interface (see onnxmodel)."""
-
-    def __init__(self, model: TRMVisionEncoder) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.model(images)
-        return out["logits"], out["sketches"]
-
-
 @dataclass
 class ParityReport:
     samples: int
     max_abs_logits: float
-    max_abs_sketches: float
     label_mismatches: int
     mismatch_fraction: float
     atol: float
@@ -57,12 +50,11 @@ class ParityReport:
     @property
     def ok(self) -> bool:
         """NaN anywhere (a NaN difference, NaN weights in both models) fails: NaN <= atol is False."""
-        return bool(self.max_abs_logits <= self.atol and np.isfinite(self.max_abs_sketches)
-                    and self.mismatch_fraction <= self.max_label_mismatch)
+        return bool(self.max_abs_logits <= self.atol and self.mismatch_fraction <= self.max_label_mismatch)
 
     def describe(self) -> str:
-        return (f"max |onnx - torch| on logits {self.max_abs_logits:.3g} (tolerance {self.atol:g}), "
-                f"sketches {self.max_abs_sketches:.3g}; predicted labels differ on {self.label_mismatches}/"
+        return (f"max |onnx - torch| on logits {self.max_abs_logits:.3g} (tolerance {self.atol:g}); "
+                f"predicted labels differ on {self.label_mismatches}/"
                 f"{self.samples} samples ({100 * self.mismatch_fraction:.3f} %, allowed "
                 f"{100 * self.max_label_mismatch:.3f} %)")
 
@@ -103,73 +95,103 @@ def dedupe_initializers(model: Any) -> int:
     return len(rename)
 
 
-def export_student(model: TRMVisionEncoder, out_path: str | os.PathLike, opset: int = MIN_OPSET,
-                   metadata: dict[str, str] | None = None, log: Callable[[str], Any] = print) -> Path:
-    """Write `model` as a single-file ONNX model with a dynamic batch axis; checked, metadata embedded."""
+def table_as_input(proto: Any, shape: tuple[int, int]) -> None:
+    """Name the glyph table initializer (the exporter's optimizer renames it; it is the only one of its shape) and
+    make it also a graph input with a free row count: an overridable initializer predict can extend."""
+    from onnx import TensorProto, helper
+
+    found = [t for t in proto.graph.initializer if tuple(t.dims) == tuple(shape)]
+    if len(found) != 1:
+        raise ValueError(f"exported graph has {len(found)} initializers of the glyph table's shape {shape}, expected 1")
+    old, found[0].name = found[0].name, onnxmodel.TABLE_NAME
+    for node in proto.graph.node:
+        node.input[:] = [onnxmodel.TABLE_NAME if i == old else i for i in node.input]
+    proto.graph.input.append(helper.make_tensor_value_info(onnxmodel.TABLE_NAME, TensorProto.FLOAT,
+                                                           ["table_rows", shape[1]]))
+
+
+def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, opset: int) -> Any:
+    cfg = model.cfg
+    if cfg.lines > 1:
+        tokens = torch.export.Dim("lines", min=1, max=cfg.lines) * cfg.line_chars
+        example_t = 2 * cfg.line_chars  # a size of 1 would be specialized
+    else:
+        tokens, example_t = torch.export.Dim("tokens", min=1, max=cfg.cells), min(cfg.cells, 8)
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    glyphs = torch.randint(1, 3, (2, example_t), dtype=torch.int64)
+    lengths = torch.full((2,), example_t, dtype=torch.int64)
+    with torch.no_grad():
+        return torch.onnx.export(
+            module, (glyphs, lengths), dynamo=True, opset_version=opset, input_names=list(onnxmodel.INPUT_NAMES),
+            output_names=[onnxmodel.OUTPUT_NAME], optimize=True,
+            dynamic_shapes={"glyphs": {0: batch, 1: tokens}, "lengths": {0: batch}},
+        )
+
+
+def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: str | os.PathLike,
+                   opset: int = MIN_OPSET, log: Callable[[str], Any] = print) -> Path:
+    """Write the folded `model` as a single-file ONNX model (dynamic batch and tokens), checked, metadata embedded."""
     import onnx
 
     if opset < MIN_OPSET:
         raise ValueError(f"export.opset must be >= {MIN_OPSET}, got {opset}")
     out_path = Path(out_path)
-    cfg = model.cfg
-    wrapper = StudentForExport(model.eval()).eval()
-    example = torch.rand(2, cfg.channels, cfg.image_height, cfg.image_width)
-    batch = torch.export.Dim("batch", min=1, max=1 << 16)
-    with torch.no_grad():
-        program = torch.onnx.export(
-            wrapper, (example,), dynamo=True, opset_version=opset, input_names=[onnxmodel.INPUT_NAME],
-            output_names=list(onnxmodel.OUTPUT_NAMES), dynamic_shapes={"images": {0: batch}}, optimize=True,
-        )
-    proto = program.model_proto
+    cells = atlas_cells(config).numpy()
+    module, fold = folded_module(model.eval(), cells)
+    proto = _export_program(module, model, opset).model_proto
     for node in proto.graph.node:  # exporter debug info (stack traces with local paths): most of the bytes
         del node.metadata_props[:]
-    dropped = dedupe_initializers(proto)
-    onnxmodel.set_metadata(proto, metadata or {})
-    proto.doc_string = "pixelpipe student; input " + onnxmodel.INPUT_DOC
+    dedupe_initializers(proto)  # the recursion reuses its blocks: one copy of their weights
+    table_as_input(proto, tuple(module.glyph_table.shape))
+    onnxmodel.set_metadata(proto, onnxmodel.metadata_entries(config, {
+        "form": deploy_form(model), "matrix": onnxmodel.encode_array(fold.matrix),
+        "offset": onnxmodel.encode_array(fold.offset)}))
+    proto.doc_string = "pixelpipe student (folded); inputs " + onnxmodel.INPUT_DOC
     onnx.checker.check_model(proto, full_check=True)
     got = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     if got < MIN_OPSET:
         raise ValueError(f"exporter wrote opset {got}, need >= {MIN_OPSET}")
     with io.atomic_path(out_path, suffix=".onnx") as tmp:
         onnx.save(proto, str(tmp))  # small models: one self-contained file, no external data
-    log(f"exported {out_path} (opset {got}, {out_path.stat().st_size:,} bytes, {dropped} duplicate initializers shared)")
+    log(f"exported {out_path} ({deploy_form(model)} form: {len(cells) + 1} glyph rows x {fold.matrix.shape[1]}; "
+        f"opset {got}, {out_path.stat().st_size:,} bytes)")
     return out_path
 
 
-def check_parity(session: Any, model: TRMVisionEncoder, images_u8: np.ndarray, atol: float,
+def check_parity(session: Any, model: TRMVisionEncoder, rows: np.ndarray, atol: float,
                  max_label_mismatch: float, batch_size: int = 256) -> ParityReport:
-    """Compare onnxruntime and torch on the same uint8 images (fed through the same float conversion)."""
+    """Compare onnxruntime (folded, deployed inputs) and the torch student (glyph path) on the same cache rows."""
     model.eval()
-    n = len(images_u8)
-    d_logits = d_sketch = 0.0
-    mismatches = 0
+    cfg = model.cfg
+    n = len(rows)
+    d_logits, mismatches = 0.0, 0
     for i in range(0, n, batch_size):
-        x = onnxmodel.to_input(np.asarray(images_u8[i : i + batch_size]))
-        o_logits, o_sketch = session.run(list(onnxmodel.OUTPUT_NAMES), {onnxmodel.INPUT_NAME: x})
+        block = rows[i : i + batch_size]
+        feeds = onnxmodel.deployed_batch(block["glyphs"], block["length"], cfg.lines, cfg.line_chars)
+        o_logits = onnxmodel.run_logits(session, feeds)
+        glyphs = torch.from_numpy(np.asarray(block["glyphs"][:, : feeds["glyphs"].shape[1]], np.int64))
         with torch.inference_mode():
-            out = model(torch.from_numpy(x))
-        t_logits, t_sketch = out["logits"].numpy(), out["sketches"].numpy()
+            t_logits = model(glyphs, torch.from_numpy(feeds["lengths"]))["logits"].numpy()
         # np.maximum, not max(): max(0.0, nan) is 0.0, and a NaN must fail the check
         d_logits = float(np.maximum(d_logits, np.abs(o_logits - t_logits).max()))
-        d_sketch = float(np.maximum(d_sketch, np.abs(o_sketch - t_sketch).max()))
         mismatches += int((o_logits.argmax(1) != t_logits.argmax(1)).sum())
-    return ParityReport(n, d_logits, d_sketch, mismatches, mismatches / n if n else 0.0, atol, max_label_mismatch)
+    return ParityReport(n, d_logits, mismatches, mismatches / n if n else 0.0, atol, max_label_mismatch)
 
 
-def export_and_verify(student_dir: str | os.PathLike, out_path: str | os.PathLike, val_images_u8: np.ndarray,
+def export_and_verify(student_dir: str | os.PathLike, out_path: str | os.PathLike, val_rows: np.ndarray,
                       opset: int, atol: float, max_label_mismatch: float,
                       threads: int | None = None, log: Callable[[str], Any] = print) -> ParityReport:
-    """Export the student in `student_dir`, check parity on `val_images_u8`; write `out_path` only if it passes."""
+    """Export the student in `student_dir`, check parity on `val_rows`; write `out_path` only if it passes."""
     model, config = load_model(student_dir)
-    if len(val_images_u8) == 0:
-        raise ValueError("parity check needs at least one validation image; the val shard is empty")
+    if len(val_rows) == 0:
+        raise ValueError("parity check needs at least one validation row; the val shard is empty")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as tmp:
         tmp_model = Path(tmp) / out_path.name
-        export_student(model, tmp_model, opset, onnxmodel.metadata_entries(config), log)
+        export_student(model, config, tmp_model, opset, log)
         session = onnxmodel.open_session(tmp_model, threads)
-        report = check_parity(session, model, val_images_u8, atol, max_label_mismatch)
+        report = check_parity(session, model, val_rows, atol, max_label_mismatch)
         log("parity: " + report.describe())
         if not report.ok:
             raise ParityError(f"ONNX export of {student_dir} failed the parity check: {report.describe()}")

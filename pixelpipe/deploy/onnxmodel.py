@@ -3,17 +3,21 @@
 Everything here is torch-free on purpose: `pixelpipe.predict` and the
 benchmark import it on machines that only have onnxruntime. The ONNX file
 carries the student's config.json (labels, render settings, the glyph atlas,
-encoder shape) in `metadata_props`, so the file alone is enough to render and
-classify text exactly as training did.
+encoder shape) and the fold map (how a glyph's pixels become its table row)
+in `metadata_props`, so the file alone is enough to classify text exactly as
+training did, including characters the atlas lacks (drawn and folded).
 
-Input contract: `images` float32 [B, C, H, W] in [0, 1] (uint8 cache pixels
-/ 255, ink 1.0 on 0.0); outputs `logits` [B, num_classes] and `sketches`
-[B, K, D]. Float input keeps the uint8 -> float conversion out of the graph,
-so static quantization sees the patch-embedding convolution's real input.
+Input contract (pixelpipe.deploy.fold): `glyphs` int64 [B, T], deployed
+glyph ids (atlas id + 1; 0 past a text's end; T a whole number of lines
+when the layout has several), `lengths` int64 [B] (characters, at most the
+layout's capacity), and optionally `glyph_table` float32 [G + 1, W], the
+per-glyph table, whose default is the exported atlas's (predict passes an
+extended table when it folded unseen characters). Output: `logits` [B, C].
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -21,29 +25,37 @@ from typing import Any, Iterator
 
 import numpy as np
 
-FORMAT = "pixelpipe.onnx/1"
+FORMAT = "pixelpipe.onnx/2"
 META_FORMAT = "pixelpipe.format"
 META_CONFIG = "pixelpipe.config"
 META_INPUT = "pixelpipe.input"
-INPUT_NAME = "images"
-OUTPUT_NAMES = ("logits", "sketches")
-INPUT_DOC = "float32 [batch, channels, height, width] in [0, 1]: uint8 pixels / 255, ink 1.0 on background 0.0"
+META_FOLD = "pixelpipe.fold"
+INPUT_NAMES = ("glyphs", "lengths")
+TABLE_NAME = "glyph_table"
+OUTPUT_NAME = "logits"
+INPUT_DOC = ("glyphs int64 [batch, tokens]: atlas glyph ids + 1, 0 past each text's end; lengths int64 [batch]; "
+             "glyph_table float32 [glyphs + 1, width] (optional, default: the exported atlas's)")
 
 
 class ModelFileError(ValueError):
     """A model file that is missing, not ONNX, or not a pixelpipe export; the message names the file."""
 
 
-def to_input(images_u8: np.ndarray) -> np.ndarray:
-    """uint8 [B, C, H, W] cache/render pixels -> the float32 [0, 1] tensor the ONNX model takes."""
-    if images_u8.dtype != np.uint8:
-        raise TypeError(f"expected uint8 images, got {images_u8.dtype}")
-    return images_u8.astype(np.float32) * np.float32(1.0 / 255.0)
+def encode_array(a: np.ndarray) -> dict[str, Any]:
+    """A float32 array as JSON: shape and base64 bytes (little-endian)."""
+    a = np.ascontiguousarray(a, dtype="<f4")
+    return {"shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
 
 
-def metadata_entries(student_config: dict[str, Any]) -> dict[str, str]:
-    """The metadata_props an exported model carries (all values are strings, as ONNX requires)."""
-    return {META_FORMAT: FORMAT, META_CONFIG: json.dumps(student_config, sort_keys=True), META_INPUT: INPUT_DOC}
+def decode_array(d: dict[str, Any]) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(d["data"]), dtype="<f4").reshape(d["shape"])
+
+
+def metadata_entries(student_config: dict[str, Any], fold: dict[str, Any]) -> dict[str, str]:
+    """The metadata_props an exported model carries (all values are strings, as ONNX requires). `fold` holds
+    the deploy form and the fold map (matrix, offset) as `encode_array` dicts."""
+    return {META_FORMAT: FORMAT, META_CONFIG: json.dumps(student_config, sort_keys=True), META_INPUT: INPUT_DOC,
+            META_FOLD: json.dumps(fold)}
 
 
 def set_metadata(model: Any, entries: dict[str, str]) -> None:
@@ -76,7 +88,7 @@ def verify_onnx(path: str | os.PathLike, metrics_path: str | os.PathLike, rule: 
     io.verify_file(path, io.read_json(metrics_path).get("onnx_sha256"), str(metrics_path), rule)
 
 
-def _session_options(threads: int | None):
+def session_options(threads: int | None):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -96,7 +108,7 @@ def open_session(path: str | os.PathLike, threads: int | None = None):
     if not path.is_file():
         raise ModelFileError(f"model file not found: {path}")
     try:
-        session = ort.InferenceSession(str(path), _session_options(threads), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types with multi-line messages
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelFileError(f"{path} is not a loadable ONNX model ({first[:200]})") from None
@@ -104,17 +116,18 @@ def open_session(path: str | os.PathLike, threads: int | None = None):
 
 
 def read_metadata(session_or_path: Any) -> dict[str, Any]:
-    """{'config': student config dict} from a session or file; ModelFileError names what is wrong."""
+    """{'config': student config dict, 'fold': {'form', 'matrix', 'offset'}} from a session or file;
+    ModelFileError names what is wrong."""
     session = open_session(session_or_path) if isinstance(session_or_path, (str, os.PathLike)) else session_or_path
     props = session.get_modelmeta().custom_metadata_map
     where = getattr(session, "_model_path", None) or "the model"
-    if props.get(META_FORMAT) != FORMAT or META_CONFIG not in props:
+    if props.get(META_FORMAT) != FORMAT or META_CONFIG not in props or META_FOLD not in props:
         raise ModelFileError(f"{where} has no pixelpipe metadata ({META_FORMAT}={FORMAT}); "
                              "export it with `snakemake export_onnx` / pixelpipe.deploy.export")
     try:
-        config = json.loads(props[META_CONFIG])
+        config, fold = json.loads(props[META_CONFIG]), json.loads(props[META_FOLD])
     except json.JSONDecodeError as e:
-        raise ModelFileError(f"{where}: metadata {META_CONFIG} is not valid JSON ({e})") from None
+        raise ModelFileError(f"{where}: pixelpipe metadata is not valid JSON ({e})") from None
     for key in ("labels", "render", "atlas", "encoder"):
         if key not in config:
             raise ModelFileError(f"{where}: metadata {META_CONFIG} lacks '{key}'")
@@ -122,33 +135,53 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
     if not isinstance(labels, list) or not labels or (isinstance(classes, int) and len(labels) != classes):
         raise ModelFileError(f"{where}: metadata has {len(labels) if isinstance(labels, list) else 'no'} labels but the "
                              f"model outputs {classes} logits")
-    return {"config": config}
+    return {"config": config, "fold": fold}
 
 
-def run_logits(session: Any, images_u8: np.ndarray, batch_size: int = 256) -> np.ndarray:
-    """Logits [N, classes] for uint8 images, in batches."""
-    outs = [session.run([OUTPUT_NAMES[0]], {INPUT_NAME: to_input(images_u8[i : i + batch_size])})[0]
-            for i in range(0, len(images_u8), batch_size)]
-    return np.concatenate(outs) if outs else np.zeros((0, 0), np.float32)
+def deployed_batch(glyphs: np.ndarray, lengths: np.ndarray, lines: int, line_chars: int) -> dict[str, np.ndarray]:
+    """Atlas glyph ids [B, cells] and lengths -> the model's inputs, trimmed to the batch's longest text
+    (whole lines when the layout has several): ids + 1, 0 past each text's end."""
+    lengths = np.asarray(lengths, np.int64)
+    longest = max(1, int(lengths.max(initial=1)))
+    t = min(glyphs.shape[1], -(-longest // line_chars) * line_chars if lines > 1 else longest)
+    ids = np.asarray(glyphs[:, :t], np.int64) + 1
+    ids[np.arange(t)[None, :] >= lengths[:, None]] = 0
+    return {INPUT_NAMES[0]: ids, INPUT_NAMES[1]: lengths}
 
 
-def iter_cache_split(split_dir: str | os.PathLike) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(images uint8 [N, C, H, W], labels [N]) per shard of a cache split (verified first), without torch."""
+def run_logits(session: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    return session.run([OUTPUT_NAME], feeds)[0]
+
+
+def iter_cache_split(split_dir: str | os.PathLike) -> Iterator[np.ndarray]:
+    """The rows of each shard of a cache split (verified first; structured: glyphs, label, length), without torch."""
     from ..data.render import verify_shards
 
     split_dir = Path(split_dir)
     manifest = verify_shards(split_dir)
     for entry in manifest["shards"]:
         if entry["count"]:
-            yield np.load(split_dir / entry["file"], mmap_mode="r"), np.asarray(entry["labels"], dtype=np.int64)
+            yield np.load(split_dir / entry["file"], mmap_mode="r")
+
+
+def split_batches(split_dir: str | os.PathLike, batch_size: int = 256) -> Iterator[tuple[dict, np.ndarray]]:
+    """(model inputs, labels) per batch of a cache split, rows sorted by length within each shard (no padding)."""
+    from ..core import io
+
+    render = io.read_json(Path(split_dir) / "manifest.json")["render"]
+    for rows in iter_cache_split(split_dir):
+        order = np.argsort(np.asarray(rows["length"]), kind="stable")
+        for i in range(0, len(order), batch_size):
+            block = rows[np.sort(order[i : i + batch_size])]
+            yield deployed_batch(block["glyphs"], block["length"], render["lines"], render["line_chars"]), \
+                np.asarray(block["label"], np.int64)
 
 
 def accuracy(session: Any, split_dir: str | os.PathLike, batch_size: int = 256) -> dict[str, float]:
     """Top-1 accuracy of an ONNX session over a whole cache split."""
     correct = total = 0
-    for images, labels in iter_cache_split(split_dir):
-        pred = run_logits(session, np.asarray(images), batch_size).argmax(1)
-        correct += int((pred == labels).sum())
+    for feeds, labels in split_batches(split_dir, batch_size):
+        correct += int((run_logits(session, feeds).argmax(1) == labels).sum())
         total += len(labels)
     return {"accuracy": correct / total if total else float("nan"), "samples": total}
 
@@ -157,4 +190,3 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     z = logits - logits.max(axis=-1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=-1, keepdims=True)
-

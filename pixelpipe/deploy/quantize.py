@@ -34,10 +34,10 @@ class AccuracyDropError(RuntimeError):
 
 
 class CacheCalibrationReader:
-    """onnxruntime CalibrationDataReader over the first `samples` images of cache shards.
+    """onnxruntime CalibrationDataReader over the first `samples` rows of cache shards.
 
-    Real training images, in order (the cache is already shuffled by the corpus
-    split), fed in the exact float form the model sees at inference.
+    Real training rows, in order (the cache is already shuffled by the corpus
+    split), fed in the exact form the deployed model takes (pixelpipe.deploy.onnxmodel.deployed_batch).
     """
 
     def __init__(self, shard_paths: Sequence[str | os.PathLike], samples: int, batch_size: int = 64) -> None:
@@ -53,15 +53,15 @@ class CacheCalibrationReader:
         from ..data.render import verify_shards
 
         for path in self.shard_paths:
-            verify_shards(path.parent, [path.name])
-            shard = np.load(path, mmap_mode="r")
+            render = verify_shards(path.parent, [path.name])["render"]
+            shard = np.load(path, mmap_mode="r") if path.stat().st_size > 256 else np.load(path)
             for i in range(0, len(shard), self.batch_size):
                 if left <= 0:
                     return
                 block = np.asarray(shard[i : i + min(self.batch_size, left)])
                 left -= len(block)
                 self.used += len(block)
-                yield {onnxmodel.INPUT_NAME: onnxmodel.to_input(block)}
+                yield onnxmodel.deployed_batch(block["glyphs"], block["length"], render["lines"], render["line_chars"])
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._it, None)
@@ -138,7 +138,8 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
     info: dict[str, Any] = {"settings": asdict(settings)}
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".quantize-") as tmp:
         pre = Path(tmp) / "preprocessed.onnx"
-        quant_pre_process(str(fp32_path), str(pre), skip_optimization=False)
+        # ONNX shape inference only: onnxruntime's symbolic one fails on the masked ReduceMax (axes as an input)
+        quant_pre_process(str(fp32_path), str(pre), skip_optimization=False, skip_symbolic_shape=True)
         q_tmp = Path(tmp) / out_path.name
         if settings.method == "static":
             reader = CacheCalibrationReader(calibration_shards, settings.calibration_samples)

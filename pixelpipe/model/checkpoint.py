@@ -49,9 +49,20 @@ def load_model(model_dir: str | Path, device: str | torch.device = "cpu") -> tup
     config = read_json(cfg_path)
     if "weights_sha256" in config:  # models written before checksums were recorded load unchecked
         verify_file(weights, config["weights_sha256"], str(cfg_path), f"train_{config.get('role', 'student')}")
-    model = TRMVisionEncoder(EncoderConfig.from_dict(config["encoder"]))
+    model = TRMVisionEncoder(EncoderConfig.from_dict(config["encoder"]), atlas_cells(config))
     model.load_state_dict(load_file(str(weights), device=str(device)))
     return model.to(device), config
+
+
+def atlas_cells(config: dict) -> torch.Tensor | None:
+    """The glyph atlas a saved model's config carries, as uint8 cells [G, ch, cw] (glyph id = index); None without."""
+    from ..data.atlas import GlyphAtlas
+
+    if "atlas" not in config:
+        return None
+    render = config["render"]
+    atlas = GlyphAtlas.from_dict(config["atlas"], render["fonts"], render["font_size"])
+    return torch.from_numpy(atlas.cells.copy())
 
 
 def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:

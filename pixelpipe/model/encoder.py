@@ -3,17 +3,31 @@
 The stem turns the rendered cells into one token per character (a
 convolution with a stride of one cell; with the `pair` stem each token sees
 a character and the next, so every bigram is a token) and mixes neighbouring
-tokens with a 1-D convolution (character n-grams). One small stack of
-transformer blocks is applied recursively, as in Tiny Recursive Models:
-`H_cycles` outer steps, each refining a latent `z` `L_cycles` times and then
-the answer state `y`. K learned queries pool the answer tokens into K
-capsules, from which come the outputs the rest of the pipeline stores:
-sketches [K, D], children [K, 4, D], 32-bit checksums [K, 32]. The class
-logits come from the capsules plus the mean and max over the answer tokens
-and over the stem's local features: what a text's language is made of is a
-bag of local n-grams wherever they stand, which attention pooling over K
-queries alone recovers slowly (docs/benchmarks.md, "Why the TRM trailed a
-plain conv net").
+tokens with a 1-D convolution (character n-grams). With `core: recursive`
+one small stack of transformer blocks is applied recursively, as in Tiny
+Recursive Models: `H_cycles` outer steps, each refining a latent `z`
+`L_cycles` times and then the answer state `y`. K learned queries pool the
+answer tokens into K capsules, from which come the outputs the rest of the
+pipeline stores: sketches [K, D], children [K, 4, D], 32-bit checksums
+[K, 32]. The class logits come from the capsules plus the mean and max over
+the answer tokens and over the stem's local features: what a text's
+language is made of is a bag of local n-grams wherever they stand
+(docs/benchmarks.md, "Why the TRM trailed a plain conv net").
+
+`core: none` is the deployment student: no recursion and no pre-norm before
+the n-gram convolution, and a head that reads only the pooled n-gram
+features. Its first two layers are then linear in the pixels, so export
+folds rendering, stem and convolution into per-glyph tables
+(pixelpipe.deploy.fold); the capsules still exist for distillation.
+
+Two inputs, one function. The stem is linear in the pixels and moves by one
+cell, so on a text's glyph ids g it is E_left[g_t] + E_right[g_t+1] + b with
+E = W · atlas cells (`tokens_from_glyphs`): the same numbers as the
+convolution over the assembled image (`tokens_from_images`), with no image.
+Every operation that mixes positions (the n-gram convolution, attention
+keys, pooling) sees zeros past a text's length, so the output does not
+depend on how much padding a batch carries: batches are trimmed to their
+longest text, and prediction computes only each text's own tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ from torch.utils.checkpoint import checkpoint
 from ..config.settings import CellGrid, check_keys
 
 STEMS = ("pair", "cell")
+CORES = ("recursive", "none")
 NUM_CHILDREN = 4  # children per capsule (fixed by the architecture, not configured)
 CHECKSUM_BITS = 32  # bits of each capsule's checksum code
 # EncoderConfig fields that are not `{role}.model` keys: image geometry (render), classes (corpus), fixed heads.
@@ -48,6 +63,7 @@ class EncoderConfig(CellGrid):
     cell_width: int
     lines: int
     line_chars: int
+    core: str
     stem: str
     mixer_kernel: int
     mixer_ratio: float
@@ -86,21 +102,35 @@ class EncoderConfig(CellGrid):
         return asdict(self)
 
     @property
+    def lead(self) -> int:
+        """Blank cells before each line: the `pair` stem's first token is (blank, first character), the text's
+        start as a bigram (as the n-gram baseline pads with a space), which also lets export fold it exactly."""
+        return 1 if self.stem == "pair" else 0
+
+    @property
     def num_tokens(self) -> int:
-        """One token per cell: a character (stem `cell`) or a character and the next (stem `pair`)."""
-        return self.cells
+        """One token per cell (a character, or with `pair` a character and the next) plus the lead per line."""
+        return self.lines * (self.line_chars + self.lead)
 
     @property
     def stem_kernel(self) -> tuple[int, int]:
         return (self.cell_height, (2 if self.stem == "pair" else 1) * self.cell_width)
 
+    @property
+    def recursive(self) -> bool:
+        return self.core == "recursive"
+
     def validate(self) -> None:
         if self.stem not in STEMS:
             raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
+        if self.core not in CORES:
+            raise ValueError(f"core must be one of {CORES}, got {self.core!r}")
         if self.dim % self.heads:
             raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
         if self.mixer_kernel < 0 or (self.mixer_kernel and self.mixer_kernel % 2 == 0):
             raise ValueError(f"mixer_kernel must be 0 (off) or odd, got {self.mixer_kernel}")
+        if not self.recursive and not self.mixer_kernel:
+            raise ValueError("core 'none' reads only the n-gram features: it needs mixer_kernel > 0")
 
     @property
     def mixer_hidden(self) -> int:
@@ -109,12 +139,34 @@ class EncoderConfig(CellGrid):
 
     @property
     def head_features(self) -> int:
-        """Capsules (K x D), mean and max of the answer tokens (2 D), mean and max of the local features."""
+        """recursive: capsules (K x D), mean and max of the answer tokens (2 D) and of the local features;
+        none: mean and max of the local features only (what the folded deployment computes)."""
+        if not self.recursive:
+            return 2 * self.mixer_hidden
         return self.num_capsules * self.dim + 2 * self.dim + 2 * self.mixer_hidden
 
 
+def token_mask(lengths: torch.Tensor, lines: int, width: int, lead: int) -> torch.Tensor:
+    """bool [B, lines * (width + lead)]: True at the tokens of a text's first `length` cells (in reading order,
+    `width` cells per line, `lead` blank tokens before each line, valid when its line holds a character)."""
+    j = torch.arange(width + lead, device=lengths.device)
+    cell = torch.arange(lines, device=lengths.device)[:, None] * width + j[None, :] - lead
+    return cell.reshape(1, -1) < lengths[:, None]
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over the valid tokens of [B, N, C] (every text has at least one)."""
+    m = mask.unsqueeze(-1).to(x.dtype)
+    return (x * m).sum(1) / m.sum(1).clamp(min=1)
+
+
+def masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Max over the valid tokens of [B, N, C]."""
+    return x.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)
+
+
 class Block(nn.Module):
-    """Pre-norm transformer block (self-attention + MLP)."""
+    """Pre-norm transformer block (self-attention over a text's own tokens + MLP)."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float):
         super().__init__()
@@ -126,10 +178,10 @@ class Block(nn.Module):
         hidden = int(dim * mlp_ratio)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
         qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        attn = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        attn = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask[:, None, None, :])
         x = x + self.proj(attn.transpose(1, 2).reshape(b, n, d))
         return x + self.mlp(self.norm2(x))
 
@@ -142,14 +194,14 @@ class RecursiveCore(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg.dim, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.depth))
         self.norm = nn.LayerNorm(cfg.dim)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
-            x = block(x)
+            x = block(x, mask)
         return self.norm(x)
 
 
 class CapsulePool(nn.Module):
-    """K learned queries attend to the tokens; each query becomes one capsule."""
+    """K learned queries attend to a text's tokens; each query becomes one capsule."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -162,63 +214,97 @@ class CapsulePool(nn.Module):
         self.norm_mlp = nn.LayerNorm(cfg.dim)
         self.mlp = nn.Sequential(nn.Linear(cfg.dim, 2 * cfg.dim), nn.GELU(), nn.Linear(2 * cfg.dim, cfg.dim))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         b, n, d = tokens.shape
         h = self.heads
         k, v = self.kv(self.norm_kv(tokens)).reshape(b, n, 2, h, d // h).permute(2, 0, 3, 1, 4)
         q = self.q(self.queries).reshape(1, -1, h, d // h).transpose(1, 2).expand(b, -1, -1, -1)
-        caps = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, -1, d)
-        caps = self.queries + self.proj(caps)
+        caps = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
+        caps = self.queries + self.proj(caps.transpose(1, 2).reshape(b, -1, d))
         return caps + self.mlp(self.norm_mlp(caps))
 
 
 class LocalMixer(nn.Module):
-    """Mixing between neighbouring tokens: LayerNorm, a 1-D convolution over `kernel` tokens into a
+    """Mixing between neighbouring tokens: (LayerNorm,) a 1-D convolution over `kernel` tokens into a
     wider hidden layer (a bank of character n-gram detectors), GELU, and a projection back, added
-    to the tokens. Returns the tokens and the hidden features (the head pools them)."""
+    to the tokens. Returns the tokens and the hidden features (the head pools them). Without the
+    norm (`core: none`) the convolution is linear in the pixels, which is what export folds."""
 
-    def __init__(self, dim: int, kernel: int, hidden: int):
+    def __init__(self, dim: int, kernel: int, hidden: int, norm: bool = True):
         super().__init__()
-        self.norm = nn.LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim) if norm else None
         self.conv = nn.Conv1d(dim, hidden, kernel, padding=kernel // 2)
         self.proj = nn.Linear(hidden, dim)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = F.gelu(self.conv(self.norm(x).transpose(1, 2)).transpose(1, 2))
-        return x + self.proj(h), h
+    def features(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The n-gram features [B, N, hidden]; past a text's end the convolution reads zeros."""
+        m = mask.unsqueeze(-1).to(x.dtype)
+        inp = self.norm(x) * m if self.norm is not None else x * m
+        return F.gelu(self.conv(inp.transpose(1, 2)).transpose(1, 2))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.features(x, mask)
+        return (x + self.proj(h)) * mask.unsqueeze(-1).to(x.dtype), h
 
 
 class CharStem(nn.Module):
     """Cells to tokens, one per cell: a convolution with a stride of one cell whose kernel spans
-    one cell (`cell`) or a cell and the next (`pair`: every bigram is one token), then optional
-    local mixing. The image is padded by one blank cell on the right so the last character
-    starts a pair too."""
+    one cell (`cell`) or a cell and the next (`pair`: every bigram is one token). With `pair` each line
+    gets one blank cell before it (the text-start bigram) and one after it (its last character starts a
+    pair too)."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
+        self.cfg = cfg
         self.pad = cfg.stem_kernel[1] - cfg.cell_width
-        self.proj = nn.Conv2d(cfg.channels, cfg.dim, kernel_size=cfg.stem_kernel, stride=(cfg.cell_height, cfg.cell_width))
-        self.mixer = LocalMixer(cfg.dim, cfg.mixer_kernel, cfg.mixer_hidden) if cfg.mixer_kernel else None
+        self.proj = nn.Conv2d(cfg.channels, cfg.dim, kernel_size=cfg.stem_kernel,
+                              stride=(cfg.cell_height, cfg.cell_width))
 
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(tokens [B, lines * line_chars, D], local features [B, N, hidden] or None)."""
-        if self.pad:
-            images = F.pad(images, (0, self.pad))
-        x = self.proj(images).flatten(2).transpose(1, 2)
-        return self.mixer(x) if self.mixer is not None else (x, None)
+    def tokens_from_images(self, images: torch.Tensor) -> torch.Tensor:
+        """[B, C, lines * cell_height, n * cell_width] float -> tokens [B, lines * (lead + n), D] (bias included)."""
+        if self.pad or self.cfg.lead:
+            images = F.pad(images, (self.cfg.lead * self.cfg.cell_width, self.pad))
+        return self.proj(images).flatten(2).transpose(1, 2)
+
+    def glyph_tables(self, cells: torch.Tensor) -> list[torch.Tensor]:
+        """The stem folded over glyph cells [G, ch, cw] (floats in [0, 1]): one [G, D] table per cell of its
+        kernel (left, and right for `pair`), without the bias. A blank cell's rows are exactly zero."""
+        cw = self.cfg.cell_width
+        w = self.proj.weight.sum(1)  # channels are replicated gray: sum the kernel over them
+        return [torch.einsum("ghw,dhw->gd", cells.to(w.dtype), w[:, :, i * cw : (i + 1) * cw])
+                for i in range(w.shape[-1] // cw)]
+
+    def line_width(self, cells: int) -> int:
+        """Cells per line of a (trimmed) row of `cells` glyphs: the layout's line, or the whole row on one line."""
+        return self.cfg.line_chars if self.cfg.lines > 1 else cells
+
+    def tokens_from_glyphs(self, glyphs: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+        """glyph ids [B, N] in reading order (N a whole number of lines when lines > 1) -> tokens [B, N', D]."""
+        b, n = glyphs.shape
+        rows = F.pad(glyphs.reshape(b, -1, self.line_width(n)), (self.cfg.lead, 0))  # blank (id 0) before each line
+        tables = self.glyph_tables(cells)
+        x = tables[0][rows] + self.proj.bias
+        if len(tables) > 1:  # the right half of each pair reads the next cell of the same line (blank at its end)
+            x = x + tables[1][F.pad(rows[..., 1:], (0, 1))]
+        return x.reshape(b, -1, x.shape[-1])
+
+    def mask(self, lengths: torch.Tensor, lines: int, width: int) -> torch.Tensor:
+        return token_mask(lengths, lines, width, self.cfg.lead)
 
 
 class TRMVisionEncoder(nn.Module):
-    """Images in, capsule outputs and class logits out (see module docstring)."""
+    """Glyph ids (or images) and lengths in, capsule outputs and class logits out (see module docstring)."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, atlas: torch.Tensor | None = None):
         super().__init__()
         cfg.validate()
         self.cfg = cfg
         self.stem = CharStem(cfg)
+        self.mixer = LocalMixer(cfg.dim, cfg.mixer_kernel, cfg.mixer_hidden, norm=cfg.recursive) \
+            if cfg.mixer_kernel else None
         self.pos_embed = nn.Parameter(torch.randn(1, cfg.num_tokens, cfg.dim) * 0.02) if cfg.positions else None
-        self.z_init = nn.Parameter(torch.zeros(1, 1, cfg.dim))
-        self.core = RecursiveCore(cfg)
+        self.z_init = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.recursive else None
+        self.core = RecursiveCore(cfg) if cfg.recursive else None
         self.capsules = CapsulePool(cfg)
         self.sketch_norm = nn.LayerNorm(cfg.dim)
         self.children_proj = nn.Linear(cfg.dim, cfg.num_children * cfg.dim)
@@ -228,24 +314,54 @@ class TRMVisionEncoder(nn.Module):
         # hash of the sketch, so similar capsules share most bits and the code needs no training.
         g = torch.Generator().manual_seed(0x5EED)
         self.register_buffer("checksum_planes", torch.randn(cfg.dim, cfg.checksum_bits, generator=g), persistent=True)
+        # The glyph atlas as floats in [0, 1] [G, cell_height, cell_width]: what glyph ids index. Not a weight
+        # (the atlas travels in config.json); set by the trainer or the loader, extended for unseen characters.
+        self.register_buffer("atlas", torch.zeros(1, cfg.cell_height, cfg.cell_width), persistent=False)
+        if atlas is not None:
+            self.set_atlas(atlas)
         # Training-time switches set by the engine; they do not change the computed function.
         self.activation_checkpointing = False
         self.grad_free_cycles = False
         self.apply(_init_weights)
 
-    def embed(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(tokens, with learned positions if configured; the stem's local features or None)."""
-        if images.dtype == torch.uint8:
-            images = images.float().div(255.0)
-        x, local = self.stem(images)
-        return (x + self.pos_embed if self.pos_embed is not None else x), local
+    def set_atlas(self, cells: torch.Tensor) -> None:
+        """Use `cells` (uint8 [G, ch, cw] as the cache stores them, or floats in [0, 1]) as the glyph atlas."""
+        cells = cells.float().div(255.0) if cells.dtype == torch.uint8 else cells.float()
+        self.atlas = cells.to(self.atlas.device)
 
-    def _core(self, x: torch.Tensor) -> torch.Tensor:
+    def embed(self, inputs: torch.Tensor, lengths: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens [B, N, D], zero past each text's end; mask [B, N]). `inputs` are glyph ids [B, N] (integer)
+        or images [B, C, H, W] (uint8 or floats in [0, 1]; lengths None = up to the last cell with ink)."""
+        cfg = self.cfg
+        if inputs.is_floating_point() or inputs.dtype == torch.uint8:
+            images = inputs.float().div(255.0) if inputs.dtype == torch.uint8 else inputs
+            x = self.stem.tokens_from_images(images)
+            lines, width = images.shape[2] // cfg.cell_height, images.shape[3] // cfg.cell_width
+            if lengths is None:
+                lengths = ink_lengths(images, cfg.cell_height, cfg.cell_width)
+        else:
+            if lengths is None:
+                raise ValueError("glyph ids need their lengths")
+            cells = torch.arange(inputs.shape[1], device=inputs.device)[None, :] < lengths.to(inputs.device)[:, None]
+            x = self.stem.tokens_from_glyphs(inputs.long() * cells, self.atlas)  # blank past the end, as rendered
+            width = self.stem.line_width(inputs.shape[1])
+            lines = inputs.shape[1] // width
+        return self.place(x, self.stem.mask(lengths.to(x.device), lines, width))
+
+    def place(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Stem tokens plus learned positions (if any), zeroed past each text's end."""
+        if self.pos_embed is not None:
+            x = x + self.pos_embed[:, : x.shape[1]]
+        return x * mask.unsqueeze(-1).to(x.dtype), mask
+
+    def _core(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.activation_checkpointing and self.training and torch.is_grad_enabled():
-            return checkpoint(self.core, x, use_reentrant=False)
-        return self.core(x)
+            return checkpoint(self.core, x, mask, use_reentrant=False)
+        return self.core(x, mask)
 
-    def recurse(self, x: torch.Tensor) -> torch.Tensor:
+    def recurse(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.core is None:
+            return x
         y = x
         z = self.z_init.expand_as(x)
         for h in range(self.cfg.H_cycles):
@@ -255,37 +371,51 @@ class TRMVisionEncoder(nn.Module):
             ctx = torch.no_grad() if (self.grad_free_cycles and not last and self.training) else contextlib.nullcontext()
             with ctx:
                 for _ in range(self.cfg.L_cycles):
-                    z = self._core(z + y + x)
-                y = self._core(y + z)
+                    z = self._core(z + y + x, mask)
+                y = self._core(y + z, mask)
         return y
 
-    def head_input(self, sketches: torch.Tensor, y: torch.Tensor, local: torch.Tensor | None) -> torch.Tensor:
-        """[B, head_features]: the capsules' sketches, mean and max of the answer tokens and of the local features."""
-        pooled = [sketches.flatten(1), y.mean(1), token_max(y)]
-        if local is not None:
-            pooled += [local.mean(1), token_max(local)]
+    def head_input(self, sketches: torch.Tensor, y: torch.Tensor, local: torch.Tensor | None,
+                   mask: torch.Tensor) -> torch.Tensor:
+        """[B, head_features]: see EncoderConfig.head_features."""
+        pooled = [masked_mean(local, mask), masked_max(local, mask)] if local is not None else []
+        if self.cfg.recursive:
+            pooled = [sketches.flatten(1), masked_mean(y, mask), masked_max(y, mask)] + pooled
         return torch.cat(pooled, dim=-1)
 
-    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+    def logits_from_features(self, features: torch.Tensor) -> torch.Tensor:
+        return self.head(self.head_norm(features))
+
+    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         with record_function("encoder.embed"):
-            x, local = self.embed(images)
+            x, mask = self.embed(inputs, lengths)
+        return self.forward_tokens(x, mask)
+
+    def forward_tokens(self, x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Everything after the stem: local mixing, recursion, capsules, head (export feeds folded tokens here)."""
+        with record_function("encoder.embed"):
+            x, local = self.mixer(x, mask) if self.mixer is not None else (x, None)
         with record_function("encoder.recursion"):
-            y = self.recurse(x)
+            y = self.recurse(x, mask)
         with record_function("encoder.capsules"):
-            caps = self.capsules(y)
+            caps = self.capsules(y, mask)
             sketches = self.sketch_norm(caps)
             b, k, d = caps.shape
             children = self.children_proj(caps).reshape(b, k, self.cfg.num_children, d)
             checksum_logits = sketches @ self.checksum_planes.to(sketches.dtype)
         with record_function("encoder.head"):
-            logits = self.head(self.head_norm(self.head_input(sketches, y, local)))
+            logits = self.logits_from_features(self.head_input(sketches, y, local, mask))
         return {"logits": logits, "sketches": sketches, "children": children, "checksum_logits": checksum_logits}
 
 
-def token_max(x: torch.Tensor) -> torch.Tensor:
-    """Max over the token axis of [B, N, C] as a max-pool: it exports as ONNX MaxPool, which onnxruntime's
-    quantization tooling infers shapes for (ReduceMax with axes as an input, opset 18, it does not)."""
-    return F.max_pool1d(x.transpose(1, 2), x.shape[1]).squeeze(-1)
+def ink_lengths(images: torch.Tensor, cell_height: int, cell_width: int) -> torch.Tensor:
+    """Cells up to and including the last one with ink, in reading order: a rendered text's length
+    (normalized text never ends in a space, so its last cell has ink)."""
+    b, c, h, w = images.shape
+    cells = images.reshape(b, c, h // cell_height, cell_height, w // cell_width, cell_width)
+    ink = cells.amax(dim=(1, 3, 5)).reshape(b, -1) > 0
+    last = torch.where(ink, torch.arange(1, ink.shape[1] + 1, device=images.device), 0).amax(1)
+    return last.clamp(min=1)
 
 
 def _init_weights(m: nn.Module) -> None:
@@ -308,12 +438,10 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def flops_per_sample(cfg: EncoderConfig) -> float:
-    """Approximate forward FLOPs for one image (2 per multiply-add), for MFU and the planner."""
-    n, d = cfg.num_tokens, cfg.dim
-    hidden = int(d * cfg.mlp_ratio)
-    block = 2 * n * (3 * d * d + d * d + 2 * d * hidden) + 2 * 2 * n * n * d  # linears + attention
-    core_calls = cfg.H_cycles * (cfg.L_cycles + 1)
+def flops_per_sample(cfg: EncoderConfig, tokens: float | None = None) -> float:
+    """Approximate forward FLOPs for one text of `tokens` characters (default: the full layout), 2 per
+    multiply-add, as trained (pixels through the stem), for MFU and the planner."""
+    n, d = float(tokens if tokens is not None else cfg.num_tokens), cfg.dim
     kh, kw = cfg.stem_kernel
     embed = 2 * n * d * cfg.channels * kh * kw
     if cfg.mixer_kernel:
@@ -321,7 +449,12 @@ def flops_per_sample(cfg: EncoderConfig) -> float:
     k = cfg.num_capsules
     caps = 2 * (n * 2 * d * d + k * d * d * 2 + 2 * k * n * d + k * 4 * d * d) + 2 * k * d * cfg.num_children * d
     head = 2 * cfg.head_features * cfg.num_classes
-    return float(embed + core_calls * cfg.depth * block + caps + head)
+    core = 0.0
+    if cfg.recursive:
+        hidden = int(d * cfg.mlp_ratio)
+        block = 2 * n * (3 * d * d + d * d + 2 * d * hidden) + 2 * 2 * n * n * d  # linears + attention
+        core = cfg.H_cycles * (cfg.L_cycles + 1) * cfg.depth * block
+    return float(embed + core + caps + head)
 
 
 def init_seed_everything(seed: int) -> None:
@@ -341,4 +474,5 @@ __all__ = [
     "count_parameters",
     "flops_per_sample",
     "init_seed_everything",
+    "token_mask",
 ]

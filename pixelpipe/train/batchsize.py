@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..data.augment import augment_batch
+from ..data.augment import augment_batch, images_from_glyphs
 from .engine import EngineSettings, autocast_context, is_oom, to_device
 
 CPU_MAX_BATCH = 1024  # on CPU larger batches buy no throughput and cost optimizer steps on small corpora
@@ -71,9 +71,11 @@ def optimizer_state_bytes(modules: list[nn.Module]) -> int:
 def _run_steps(model: nn.Module, objective: nn.Module, batch: dict, engine: EngineSettings,
                device: torch.device, steps: int) -> None:
     for i in range(steps):
-        b = to_device(batch, device, engine.channels_last)
-        if engine.augment:
-            b["image"] = augment_batch(b["image"], torch.Generator(device=device).manual_seed(i))
+        b = to_device(batch, device)
+        if engine.augment:  # what the engine does: images assembled on the device, then augmented
+            c = model.cfg
+            images = images_from_glyphs(b["glyphs"], model.atlas, c.lines, c.channels)
+            b["image"] = augment_batch(images, torch.Generator(device=device).manual_seed(i))
         with autocast_context(device, engine.precision):
             loss, _ = objective(model, b)
         loss.backward()

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config.settings import Section
-from .engine import Objective
+from .engine import Objective, model_inputs
 
 
 @dataclass
@@ -30,7 +30,7 @@ class ClassificationObjective(Objective):
         self.label_smoothing = label_smoothing
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        logits = model(batch["image"])["logits"]
+        logits = model(*model_inputs(batch))["logits"]
         loss = F.cross_entropy(logits.float(), batch["label"], label_smoothing=self.label_smoothing)
         return loss, {"ce": loss}
 
@@ -77,7 +77,7 @@ class DistillationObjective(Objective):
         self.sketch_weight, self.label_smoothing = settings.sketch_weight, label_smoothing
 
     def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        out = model(batch["image"])
+        out = model(*model_inputs(batch))
         return distillation_loss(out["logits"], out["sketches"], batch["teacher_logits"], batch["teacher_sketches"],
                                  batch["label"], self.adapter, self.temperature, self.ce_weight, self.kl_weight,
                                  self.sketch_weight, self.label_smoothing)

@@ -1,7 +1,9 @@
 """Encode one cache shard with the frozen teacher.
 
-Host memory holds one output buffer for the shard and one batch of images;
-the images themselves are read from the memory-mapped shard batch by batch.
+Host memory holds one output buffer for the shard and one batch of glyph
+rows, read from the memory-mapped shard batch by batch; each batch is
+trimmed to its longest text (the teacher masks past each text's end), so no
+compute goes to padding.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tqdm.auto import tqdm
 from ..core.io import atomic_path
 from ..core.timing import ComponentTimer
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits
+from ..data.windows import trim
 from .engine import autocast_context, halve_on_oom
 
 ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
@@ -39,13 +42,19 @@ def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
     return {name: np.empty(shape, dtype) for name, (shape, dtype) in encoded_fields(model.cfg, n).items()}
 
 
-def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tuple[int, int, torch.Tensor]]:
-    """Memory-mapped slices as (pinned) tensors, read one batch ahead on a thread."""
-    n = len(images)
+Batch = tuple[torch.Tensor, torch.Tensor]  # glyph ids [B, N] (trimmed), lengths [B]
 
-    def load(start: int) -> torch.Tensor:
-        t = torch.from_numpy(np.array(images[start : min(n, start + batch_size)]))  # copy: memmaps are read-only
-        return t.pin_memory() if pin else t
+
+def _read_batches(rows: np.ndarray, batch_size: int, pin: bool, line_chars: int,
+                  lines: int) -> Iterator[tuple[int, int, Batch]]:
+    """Memory-mapped slices of glyph rows as (pinned) tensors, trimmed, read one batch ahead on a thread."""
+    n = len(rows)
+
+    def load(start: int) -> Batch:
+        block = rows[start : min(n, start + batch_size)]
+        lengths = torch.from_numpy(block["length"].astype(np.int64))
+        glyphs = trim(torch.from_numpy(block["glyphs"].astype(np.int64)), lengths, line_chars, lines)
+        return (glyphs.pin_memory(), lengths.pin_memory()) if pin else (glyphs, lengths)
 
     starts = list(range(0, n, batch_size))
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -54,21 +63,22 @@ def _read_batches(images: np.ndarray, batch_size: int, pin: bool) -> Iterator[tu
             batch = future.result()
             if i + 1 < len(starts):
                 future = pool.submit(load, starts[i + 1])
-            yield start, start + len(batch), batch
+            yield start, start + len(batch[1]), batch
 
 
 # One batch's results on their way to the host: (start, stop, host tensors, the CUDA event their copies wait on)
 Pending = tuple[int, int, dict[str, torch.Tensor], object]
 
 
-def _forward_to_host(model: TRMVisionEncoder, batch: torch.Tensor, device: torch.device, precision: str,
+def _forward_to_host(model: TRMVisionEncoder, batch: Batch, device: torch.device, precision: str,
                      t: ComponentTimer) -> tuple[dict[str, torch.Tensor], object]:
     """The teacher's outputs for one batch in their stored dtypes, copied to the host asynchronously on
     CUDA; the returned event (None on CPU) marks when the copies are done."""
     cuda = device.type == "cuda"
     t.start("forward")
+    glyphs, lengths = (x.to(device, non_blocking=cuda) for x in batch)
     with autocast_context(device, precision):
-        res = model(batch)
+        res = model(glyphs, lengths)
     t.start("to_host")
     packed = {
         "sketches": res["sketches"].half(),
@@ -94,10 +104,9 @@ def _drain(out: dict[str, np.ndarray], item: Pending) -> None:
 
 
 @torch.inference_mode()
-def encode_images(
+def encode_rows(
     model: TRMVisionEncoder,
-    images: np.ndarray,
-    labels: np.ndarray,
+    rows: np.ndarray,
     device: torch.device,
     precision: str = "fp32",
     batch_size: int = 256,
@@ -105,20 +114,20 @@ def encode_images(
     desc: str = "encode",
     timer: ComponentTimer | None = None,
 ) -> dict[str, np.ndarray]:
-    """Teacher outputs for `images` (uint8 [N,C,H,W], may be a memmap) in one preallocated buffer.
+    """Teacher outputs for glyph `rows` (a cache shard, may be a memmap) in one preallocated buffer.
 
     On CUDA the next batch is read and pinned while the current one computes, and results
     come back with asynchronous copies that are waited for one batch later.
     """
     model.eval()
     t = timer or ComponentTimer(device)
-    n = len(images)
+    n = len(rows)
     out = allocate_outputs(n, model)
-    out["labels"][:] = labels
+    out["labels"][:] = rows["label"]
     cuda = device.type == "cuda"
     pending: Pending | None = None
     bar = tqdm(total=n, desc=desc, unit="img", disable=not progress, mininterval=1.0)
-    batches = _read_batches(images, batch_size, pin=cuda)
+    batches = _read_batches(rows, batch_size, pin=cuda, line_chars=model.cfg.line_chars, lines=model.cfg.lines)
     try:
         while True:
             t.start("read_h2d")
@@ -126,7 +135,7 @@ def encode_images(
             if item is None:
                 break
             start, stop, batch = item
-            host, event = _forward_to_host(model, batch.to(device, non_blocking=True), device, precision, t)
+            host, event = _forward_to_host(model, batch, device, precision, t)
             if pending is not None:
                 _drain(out, pending)
             pending = (start, stop, host, event)
@@ -149,22 +158,19 @@ def pack_bits(bits: torch.Tensor) -> torch.Tensor:
 
 def encode_shard(
     model: TRMVisionEncoder,
-    shard_path: str | Path,
-    labels: np.ndarray,
+    rows: np.ndarray,
+    name: str,
     out_path: str | Path,
     device: torch.device,
     precision: str = "fp32",
     batch_size: int = 256,
     progress: bool = True,
 ) -> dict[str, float]:
-    """Encode `shard_path` (uint8 [N,C,H,W] .npy) into an uncompressed `.npz` at `out_path`."""
-    images = np.load(shard_path, mmap_mode="r")
-    if len(images) != len(labels):
-        raise ValueError(f"{shard_path}: {len(images)} images but {len(labels)} labels in the manifest")
+    """Encode one cache shard's glyph `rows` (CacheSplit.shard, memory-mapped) into an uncompressed `.npz`."""
     t0 = time.perf_counter()
     timer = ComponentTimer(device)
-    out = halve_on_oom(lambda bs: encode_images(model, images, labels, device, precision, bs, progress,
-                                                desc=Path(shard_path).name, timer=timer), batch_size, "encode")
+    out = halve_on_oom(lambda bs: encode_rows(model, rows, device, precision, bs, progress,
+                                              desc=name, timer=timer), batch_size, "encode")
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
@@ -173,5 +179,5 @@ def encode_shard(
         np.savez(tmp, **out)
     timer.stop()
     components = timer.summary()
-    return {"samples": len(images), "encode_s": seconds, "images_per_s": len(images) / max(seconds, 1e-9),
+    return {"samples": len(rows), "encode_s": seconds, "rows_per_s": len(rows) / max(seconds, 1e-9),
             "write_s": components["write"]["seconds"], "components": components}

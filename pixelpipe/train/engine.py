@@ -30,8 +30,9 @@ from ..core import distributed
 from ..core.distributed import Dist
 from ..core.hardware import DeviceInfo, resolve_precision
 from ..core.timing import ComponentTimer
-from ..data.augment import augment_batch
-from ..data.windows import random_windows
+from ..data.augment import augment_batch, images_from_glyphs
+from ..data.cache import StepBatch
+from ..data.windows import random_windows, trim
 from ..model import checkpoint as ckpt
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -189,7 +190,7 @@ class StepBatchSampler(Sampler[list[int]]):
                 base = s * self.batch_size
                 for m in range(accum):
                     start = base + m * micro + self.rank * share
-                    yield order[start : start + share]
+                    yield StepBatch(order[start : start + share], step)
                 step += 1
 
     def __len__(self) -> int:
@@ -313,6 +314,7 @@ def make_loader(dataset: Dataset, sampler: Sampler, settings: EngineSettings) ->
     return DataLoader(
         dataset,
         batch_sampler=sampler,
+        collate_fn=collate_fn_of(dataset),
         num_workers=workers,
         pin_memory=settings.pin_memory,
         persistent_workers=settings.persistent_workers and workers > 0,
@@ -320,11 +322,25 @@ def make_loader(dataset: Dataset, sampler: Sampler, settings: EngineSettings) ->
     )
 
 
-def to_device(batch: dict[str, torch.Tensor], device: torch.device, channels_last: bool) -> dict[str, torch.Tensor]:
-    out = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-    if channels_last and out["image"].dim() == 4:
-        out["image"] = out["image"].contiguous(memory_format=torch.channels_last)
-    return out
+def collate_fn_of(dataset: Dataset) -> Callable | None:
+    """The dataset's own collate function (a cache dataset fetches whole batches), also through a Subset."""
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    return getattr(dataset, "collate_fn", None)
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, lengths) the encoder takes: images when the batch carries them (augmentation), else glyph ids."""
+    return (batch["image"] if "image" in batch else batch["glyphs"]), batch["length"]
+
+
+def trimmed(batch: dict[str, torch.Tensor], line_chars: int, lines: int) -> dict[str, torch.Tensor]:
+    """The batch without the glyph columns no text reaches (the model masks them anyway)."""
+    return {**batch, "glyphs": trim(batch["glyphs"], batch["length"], line_chars, lines)}
 
 
 @torch.inference_mode()
@@ -345,12 +361,15 @@ def evaluate(
         dataset = Subset(dataset, range(d.rank, len(dataset), d.world))
 
     def run(bs: int) -> tuple[int, float, int]:
-        loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers)
+        loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers,
+                            collate_fn=collate_fn_of(dataset))
         correct, loss_sum, n = 0, 0.0, 0
+        cfg = getattr(model, "_orig_mod", model).cfg
         for batch in loader:
-            images, labels = batch["image"].to(device), batch["label"].to(device)
+            batch = trimmed(to_device(batch, device), cfg.line_chars, cfg.lines)
+            labels = batch["label"]
             with autocast_context(device, precision):
-                logits = model(images)["logits"].float()
+                logits = model(*model_inputs(batch))["logits"].float()
             loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
             correct += (logits.argmax(-1) == labels).sum().item()
             n += labels.numel()
@@ -500,19 +519,22 @@ class Trainer:
         """Forward and backward of one micro-batch; under DDP gradients are all-reduced only when `sync`."""
         t = self.timer
         t.start("h2d_augment")
-        batch = to_device(batch, self.device, self.engine.channels_last)
+        batch = to_device(batch, self.device)
+        c = self.model.cfg
         if self.train.window_prob > 0:
             gen = torch.Generator(device=self.device).manual_seed(self.seed * 999_983 + self.step * 131 + t.micro_index)
-            c = self.model.cfg
             # This rank's rows of the draws for the whole micro-batch: the same windows as one process.
-            rows = (self.dist.rank * batch["image"].shape[0], self.micro)
-            batch["image"] = random_windows(
-                batch["image"], batch["length"], (c.cell_height, c.cell_width, c.lines, c.line_chars), gen,
-                self.train.window_prob, self.train.window_min_chars, rows=rows)
+            rows = (self.dist.rank * batch["glyphs"].shape[0], self.micro)
+            batch["glyphs"], batch["length"] = random_windows(
+                batch["glyphs"], batch["length"], gen, self.train.window_prob, self.train.window_min_chars, rows=rows)
+        batch = trimmed(batch, c.line_chars, c.lines)
         if self.engine.augment:
             # Per rank (a noise tensor for the whole micro-batch on every rank would cost world x the memory).
             seed = self.seed * 1_000_003 + self.step * 131 + t.micro_index + 7919 * self.dist.rank
-            batch["image"] = augment_batch(batch["image"], torch.Generator(device=self.device).manual_seed(seed))
+            images = images_from_glyphs(batch["glyphs"], self.model.atlas, c.lines, c.channels)
+            if self.engine.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            batch["image"] = augment_batch(images, torch.Generator(device=self.device).manual_seed(seed))
         no_sync = self.step_module.no_sync if self.dist.enabled and not sync else contextlib.nullcontext
         with no_sync():
             t.start("forward")

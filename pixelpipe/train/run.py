@@ -23,7 +23,7 @@ from ..config.resolve import output_affecting
 from ..core import distributed
 from ..core.hardware import DeviceInfo, detect_device
 from ..core.io import read_json, sha256_file, write_text
-from ..data.cache import CacheDataset, CacheSplit
+from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
 from ..data.consolidate import open_dataset
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
@@ -48,17 +48,20 @@ def text_length(train_cfg: dict, manifest: dict) -> dict:
     min_chars: the shortest training window (or the shortest training text, without windows);
     max_chars: what the layout holds (longer texts are truncated, in training as in predict).
     """
-    lengths = [n for s in manifest["shards"] for n in s["lengths"]]
-    shortest = min(lengths, default=0)
+    shortest = manifest["shortest_clusters"]
     if train_cfg["window_prob"] > 0:
         shortest = min(shortest, train_cfg["window_min_chars"])
-    return {"min_chars": int(shortest), "max_chars": int(max(lengths, default=0))}
+    cells = manifest["render"]["lines"] * manifest["render"]["line_chars"]
+    return {"min_chars": int(shortest), "max_chars": int(min(manifest["longest_clusters"], cells))}
 
 
 def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> dict:
-    """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths."""
+    """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths, and
+    which glyphs the training texts contain (predict's notice about characters training never saw)."""
+    counts = train_split.manifest["glyph_counts"]
     return {"labels": labels, "render": train_split.render_settings, "atlas": train_split.manifest["atlas"],
-            "text_length": text_length(role_cfg["train"], train_split.manifest)}
+            "text_length": text_length(role_cfg["train"], train_split.manifest),
+            "trained_glyphs": [i for i, c in enumerate(counts) if c > 0]}
 
 
 def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
@@ -197,8 +200,7 @@ def _train_and_save(
 
     def sample_batch(b: int) -> dict:
         """b real training samples (cycling through the split when it is smaller than b)."""
-        items = [train_set[i % len(train_set)] for i in range(b)]
-        return {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0]}
+        return train_set.__getitems__([i % len(train_set) for i in range(b)])
 
     batch_size, search = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device,
                                             len(train_set), log, ckpt_dir)
@@ -238,7 +240,8 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
     info, device, engine = setup_device(cfg, threads)
     labels = read_json(labels_path)["labels"]
     train_split = CacheSplit(cache_root / "train")
-    model = TRMVisionEncoder(encoder_config(cfg["teacher"]["model"], train_split.render_settings, len(labels)))
+    model = TRMVisionEncoder(encoder_config(cfg["teacher"]["model"], train_split.render_settings, len(labels)),
+                             atlas_tensor(train_split))
     objective = ClassificationObjective(cfg["teacher"]["train"]["label_smoothing"])
     if ckpt_dir is not None:
         fingerprint = training_fingerprint(cfg, "teacher", [cache_root / "train" / "manifest.json", labels_path])
@@ -264,7 +267,8 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     teacher_out = open_dataset(dataset_dir)
     if len(teacher_out["logits"]) != len(train_split):
         raise ValueError(f"{dataset_dir} has {len(teacher_out['logits'])} rows, the train cache {len(train_split)}")
-    model = TRMVisionEncoder(encoder_config(cfg["student"]["model"], train_split.render_settings, len(labels)))
+    model = TRMVisionEncoder(encoder_config(cfg["student"]["model"], train_split.render_settings, len(labels)),
+                             atlas_tensor(train_split))
     objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"],
                                       DistillSettings.from_section(cfg["student"]["distill"]),
                                       cfg["student"]["train"]["label_smoothing"])

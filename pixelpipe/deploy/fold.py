@@ -1,0 +1,136 @@
+"""Fold rendering and the first linear layers into per-glyph tables: the deployed model takes glyph ids.
+
+Rendering copies a glyph's fixed cell into the image and the stem is a
+convolution moving one cell at a time, so a token is a linear function of
+its glyphs' pixels: token_t = W_left · cell(g_t) + W_right · cell(g_t+1) + b.
+Computed once per glyph, that is a table lookup (`stem_table`): no pixels
+drawn and no convolution at inference, the same numbers.
+
+For `core: none` the n-gram convolution after the stem is linear too (no
+norm in between), so it folds as well (`ngram_table`): the convolution's
+pre-activation at position t is a sum of one table row per glyph it covers,
+pre_t = sum_o T_o[g_t+o] + c, over the k + 1 glyphs a kernel of k pair
+tokens reads. The deployed student is then a gather, a GELU, masked mean
+and max pooling and one linear layer.
+
+Deployed glyph ids are atlas ids + 1; id 0 (PAD) has a zero row and marks
+positions past a text's end, which carries the model's masking (a masked
+token contributes nothing, bias included). A table row is a linear function
+of the glyph's pixels (`FoldMap`: row = pixels @ matrix + offset), so a
+character the atlas lacks is drawn and folded on the fly (predict), and any
+image's cells can be folded the same way (the pixel path, `--image`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.encoder import TRMVisionEncoder, masked_max, masked_mean, token_mask
+from .foldmap import BLANK, PAD, FoldMap
+
+FORMS = ("ngram", "stem")  # what the deployed graph folds: stem + n-gram convolution, or the stem alone
+
+
+def deploy_form(model: TRMVisionEncoder) -> str:
+    """'ngram' when stem and convolution both fold (core none, one line of cells), else 'stem'."""
+    cfg = model.cfg
+    return "ngram" if not cfg.recursive and cfg.lines == 1 and model.pos_embed is None else "stem"
+
+
+def _stem_parts(model: TRMVisionEncoder) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The stem's kernel halves as matrices [D, ch * cw] (left, and right for `pair`) and its bias [D]."""
+    cw = model.cfg.cell_width
+    w = model.stem.proj.weight.detach().float().sum(1)  # [D, ch, kw]: gray channels replicated
+    halves = [w[:, :, i * cw : (i + 1) * cw].reshape(w.shape[0], -1) for i in range(w.shape[-1] // cw)]
+    return halves, model.stem.proj.bias.detach().float()
+
+
+def stem_fold(model: TRMVisionEncoder) -> FoldMap:
+    """Rows [left + bias | right] of width D per stem half: token_t = row[g_t][left] + row[g_t+1][right]."""
+    halves, bias = _stem_parts(model)
+    matrix = torch.cat([h.T for h in halves], dim=1)
+    offset = torch.cat([bias] + [torch.zeros_like(bias)] * (len(halves) - 1))
+    return FoldMap(matrix.numpy().astype(np.float32), offset.numpy().astype(np.float32))
+
+
+def ngram_fold(model: TRMVisionEncoder) -> tuple[FoldMap, np.ndarray]:
+    """(rows [T_-r | ... | T_r(+1)] of width H each, the convolution's bias c): see the module docstring.
+
+    With taps C_j (j = -r..r) and stem halves L (+ bias b), R: T_o = C_o (L x + b) + C_(o-1) R x."""
+    halves, bias = _stem_parts(model)
+    conv = model.mixer.conv
+    taps = conv.weight.detach().float()  # [H, D, k]: out[t] = sum_m taps[..., m] x[t + m - r]
+    r = taps.shape[-1] // 2
+    blocks, offsets = [], []
+    for o in range(-r, r + len(halves)):
+        m = torch.zeros(taps.shape[0], halves[0].shape[1])
+        off = torch.zeros(taps.shape[0])
+        for i, half in enumerate(halves):  # glyph t+o is the i-th cell of the pair token at t+o-i
+            j = o - i
+            if -r <= j <= r:
+                m += taps[:, :, j + r] @ half
+                off += taps[:, :, j + r] @ bias if i == 0 else 0
+        blocks.append(m.T)
+        offsets.append(off)
+    fold = FoldMap(torch.cat(blocks, 1).numpy().astype(np.float32), torch.cat(offsets).numpy().astype(np.float32))
+    return fold, conv.bias.detach().float().numpy()
+
+
+def fold_for(model: TRMVisionEncoder) -> FoldMap:
+    return ngram_fold(model)[0] if deploy_form(model) == "ngram" else stem_fold(model)
+
+
+class FoldedNgramStudent(nn.Module):
+    """core none, folded: (deployed glyph ids [B, T], lengths [B], table [G + 1, S * H]) -> logits."""
+
+    def __init__(self, model: TRMVisionEncoder, table: np.ndarray, conv_bias: np.ndarray) -> None:
+        super().__init__()
+        self.glyph_table = nn.Parameter(torch.from_numpy(table), requires_grad=False)
+        self.conv_bias = nn.Parameter(torch.from_numpy(conv_bias), requires_grad=False)
+        self.hidden = len(conv_bias)
+        self.spans = table.shape[1] // self.hidden
+        self.left, self.lead = model.cfg.mixer_kernel // 2, model.cfg.lead
+        self.head_norm, self.head = model.head_norm, model.head
+
+    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        glyphs = F.pad(glyphs, (self.lead, 0), value=BLANK)
+        t = glyphs.shape[1]
+        rows = F.embedding(F.pad(glyphs, (self.left, self.spans - 1 - self.left), value=PAD), self.glyph_table)
+        pre = self.conv_bias + sum(rows[:, s : s + t, s * self.hidden : (s + 1) * self.hidden]
+                                   for s in range(self.spans))
+        h, mask = F.gelu(pre), token_mask(lengths, 1, t - self.lead, self.lead)
+        return self.head(self.head_norm(torch.cat([masked_mean(h, mask), masked_max(h, mask)], dim=-1)))
+
+
+class FoldedStemEncoder(nn.Module):
+    """Any core, stem folded: (deployed glyph ids [B, T] (whole lines), lengths [B], table [G + 1, S * D]) -> logits.
+    The right half of a pair reads the next cell of the same line (PAD at a line's end)."""
+
+    def __init__(self, model: TRMVisionEncoder, table: np.ndarray) -> None:
+        super().__init__()
+        self.glyph_table = nn.Parameter(torch.from_numpy(table), requires_grad=False)
+        self.model, self.dim = model, model.cfg.dim
+
+    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        b, t = glyphs.shape
+        cfg = self.model.cfg
+        width = cfg.line_chars if cfg.lines > 1 else t
+        rows = F.pad(glyphs.reshape(b, -1, width), (cfg.lead, 0), value=BLANK)
+        x = F.embedding(rows, self.glyph_table)[..., : self.dim]
+        if self.glyph_table.shape[1] > self.dim:
+            x = x + F.embedding(F.pad(rows[..., 1:], (0, 1), value=PAD), self.glyph_table)[..., self.dim :]
+        x, mask = self.model.place(x.reshape(b, -1, self.dim), token_mask(lengths, t // width, width, cfg.lead))
+        return self.model.forward_tokens(x, mask)["logits"]
+
+
+def folded_module(model: TRMVisionEncoder, cells: np.ndarray) -> tuple[nn.Module, FoldMap]:
+    """The deployable module for `model` over atlas cells (uint8 [G, ch, cw]) and the fold that extends its table."""
+    model = model.eval()
+    if deploy_form(model) == "ngram":
+        fold, conv_bias = ngram_fold(model)
+        return FoldedNgramStudent(model, fold.table(cells), conv_bias).eval(), fold
+    fold = stem_fold(model)
+    return FoldedStemEncoder(model, fold.table(cells)).eval(), fold

@@ -1,0 +1,208 @@
+"""Classify texts with an exported pixelpipe model: load once, predict many (no torch).
+
+    from pixelpipe.deploy.predictor import Predictor
+    p = Predictor("results/models/student.onnx")
+    p.predict(["Guten Morgen", "Bonjour"])      # [Prediction(label='de', probability=0.99, ...), ...]
+
+Each text is laid out with the training renderer and the model's own atlas
+(render settings, glyph atlas and labels come from the model file's
+metadata), so its glyph ids are exactly what training saw. A character the
+atlas lacks is drawn with the same fonts and folded into a new table row on
+the fly (the fold map ships in the metadata): the model sees what a reader
+sees. Texts are sorted by length and run in batches trimmed to their
+longest text, so no compute goes to padding. A text that cannot be
+classified (empty, or a character no font draws) gets an error record; the
+others are unaffected. What the model never saw (characters absent from the
+training texts, texts truncated by the layout, texts shorter than any
+training window) is counted in `notices`, for one summary per run.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from . import onnxmodel
+from .foldmap import FoldMap
+
+
+@dataclass
+class Prediction:
+    """One input's result: the label and its probability, or why it could not be classified."""
+
+    label: str | None
+    probability: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Notices:
+    """What a run met outside the training distribution, counted (predict prints it once)."""
+
+    unseen: collections.Counter = field(default_factory=collections.Counter)  # character -> texts holding it
+    truncated: int = 0
+    short: int = 0
+    errors: int = 0
+
+    def lines(self, cells: int, min_chars: int) -> list[str]:
+        out = []
+        if self.unseen:
+            chars = ", ".join(f"{c!r} ({n})" for c, n in self.unseen.most_common(20))
+            more = f" and {len(self.unseen) - 20} more" if len(self.unseen) > 20 else ""
+            out.append(f"characters training never saw (texts holding each): {chars}{more}; drawn with the "
+                       "model's fonts, but the model has no knowledge of them")
+        if self.truncated:
+            out.append(f"{self.truncated} text(s) longer than the layout: the model saw their first {cells} characters")
+        if self.short:
+            out.append(f"{self.short} text(s) shorter than any training text or window ({min_chars} characters): "
+                       "their predictions are less reliable")
+        if self.errors:
+            out.append(f"{self.errors} input(s) could not be classified (see their error records)")
+        return out
+
+
+class Predictor:
+    """An exported pixelpipe model loaded once; `predict` / `predict_proba` over any number of texts."""
+
+    def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = 64) -> None:
+        from ..data.atlas import GlyphAtlas
+        from ..data.render import Renderer, RenderSettings
+
+        self.session = onnxmodel.open_session(model_path, threads)
+        meta = onnxmodel.read_metadata(self.session)
+        self.config, fold = meta["config"], meta["fold"]
+        self.labels: list[str] = list(self.config["labels"])
+        try:
+            self.settings = RenderSettings.from_section(self.config["render"])
+            self.atlas = GlyphAtlas.from_dict(self.config["atlas"], self.settings.fonts, self.settings.font_size)
+            self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
+        except (TypeError, ValueError, KeyError) as e:
+            raise onnxmodel.ModelFileError(f"the model's render settings, atlas or fold map cannot be used: {e}") \
+                from None
+        self.renderer = Renderer(self.settings, self.atlas)
+        self.exported = len(self.atlas)  # glyphs the file's own table holds
+        self.trained = np.zeros(self.exported, bool)
+        self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
+        self.table: np.ndarray | None = None  # the extended table, once a glyph beyond the export is folded
+        self.batch_size = batch_size
+        self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
+        self.notices = Notices()
+
+    # ---- glyph ids -----------------------------------------------------------------------
+    def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+        """(atlas glyph ids [N, cells], characters per text before truncation [N], error per text or None)."""
+        from ..data.atlas import normalize, undrawable
+
+        errors: list[str | None] = [None if normalize(t) else "empty text" for t in texts]
+        try:
+            ids, full = self.renderer.layout(texts)
+        except ValueError:  # a character no font draws: find which texts, lay out the rest
+            for i, t in enumerate(texts):
+                missing = undrawable(t, self.settings.fonts) if errors[i] is None else ""
+                if missing:
+                    errors[i] = f"characters the model's fonts cannot draw: {missing!r}"
+            ok = [t if e is None else "" for t, e in zip(texts, errors)]
+            ids, full = self.renderer.layout(ok)
+        self._extend_table()
+        return ids, full, errors
+
+    def _extend_table(self) -> None:
+        """Fold the glyphs drawn since the export (characters the atlas lacked) into table rows."""
+        have = self.exported if self.table is None else len(self.table) - 1
+        if len(self.atlas) == have:
+            return
+        if self.table is None:
+            self.table = self.fold.table(self.atlas.cells[: self.exported])
+        self.table = np.concatenate([self.table, self.fold.rows(self.atlas.cells[have:])])
+
+    def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
+        cells = self.settings.cells
+        ok = np.array([e is None for e in errors], bool)
+        lengths = np.minimum(full, cells)
+        used = ids[ok][np.arange(ids.shape[1])[None, :] < lengths[ok][:, None]]
+        unseen = np.unique(used[(used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]])
+        if len(unseen):
+            names = self.atlas.clusters
+            rows = ids[ok]
+            for g in unseen:
+                self.notices.unseen[names[g]] += int((rows == g).any(1).sum())
+        self.notices.truncated += int((full[ok] > cells).sum())
+        self.notices.short += int((full[ok] < self.min_chars).sum())
+        self.notices.errors += int((~ok).sum())
+
+    # ---- inference -----------------------------------------------------------------------
+    def logits(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Logits [N, classes] of atlas glyph ids, sorted by length into trimmed batches (original order back)."""
+        out = np.empty((len(ids), len(self.labels)), np.float32)
+        order = np.argsort(lengths, kind="stable")
+        s = self.settings
+        for i in range(0, len(order), self.batch_size):
+            idx = order[i : i + self.batch_size]
+            feeds = onnxmodel.deployed_batch(ids[idx], lengths[idx], s.lines, s.line_chars)
+            if self.table is not None:
+                feeds[onnxmodel.TABLE_NAME] = self.table
+            out[idx] = onnxmodel.run_logits(self.session, feeds)
+        if not np.isfinite(out).all():
+            raise onnxmodel.ModelFileError("the model produced non-finite logits (NaN or inf): its weights are broken; "
+                                           "retrain or re-export it")
+        return out
+
+    def predict_proba(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+        """(probabilities [N, classes], error per text or None (its row is NaN), characters per text)."""
+        ids, full, errors = self.layout(texts)
+        self._count(ids, full, errors)
+        probs = onnxmodel.softmax(self.logits(ids, np.minimum(full, self.settings.cells)).astype(np.float64))
+        probs[[e is not None for e in errors]] = np.nan
+        return probs, errors, full
+
+    def predict(self, texts: Sequence[str], top: int = 1) -> list[Prediction]:
+        """One Prediction per text (label, probability, the `top` most probable labels, truncation, error)."""
+        probs, errors, full = self.predict_proba(texts)
+        return self.to_predictions(probs, errors, full, top)
+
+    def to_predictions(self, probs: np.ndarray, errors: list[str | None], full: np.ndarray,
+                       top: int) -> list[Prediction]:
+        best = np.nan_to_num(probs, nan=-1).argmax(1)
+        out = []
+        for i, (err, b) in enumerate(zip(errors, best)):
+            if err is not None:
+                out.append(Prediction(None, float("nan"), error=err))
+                continue
+            ranks = np.argsort(-probs[i])[:top] if top > 1 else [b]
+            out.append(Prediction(self.labels[b], float(probs[i, b]),
+                                  [(self.labels[j], float(probs[i, j])) for j in ranks],
+                                  bool(full[i] > self.settings.cells)))
+        return out
+
+    # ---- pre-rendered images (the pixel path) -------------------------------------------
+    def image_glyphs(self, images: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Glyph ids and lengths of uint8 images [C, H, W] at the model's size: each cell is matched to the atlas,
+        an unknown cell becomes a new glyph folded from its own pixels, so any image is the pixel path exactly."""
+        s = self.settings
+        by_bytes = {cell.tobytes(): i for i, cell in enumerate(self.atlas.cells)}
+        rows, lengths = [], []
+        for image in images:
+            cells = image[0].reshape(s.lines, s.cell_height, s.line_chars, s.cell_width).transpose(0, 2, 1, 3)
+            cells = np.ascontiguousarray(cells).reshape(-1, s.cell_height, s.cell_width)
+            ids = np.array([by_bytes.get(c.tobytes(), -1) for c in cells])
+            for k in np.flatnonzero(ids < 0):
+                key = cells[k].tobytes()
+                if key not in by_bytes:
+                    by_bytes[key] = self.atlas.add_cell(f"\ufffc{len(self.atlas)}", cells[k])
+                ids[k] = by_bytes[key]
+            ink = np.flatnonzero(cells.reshape(len(cells), -1).max(1) > 0)
+            rows.append(ids)
+            lengths.append(int(ink[-1]) + 1 if len(ink) else 1)
+        self._extend_table()
+        return np.stack(rows), np.asarray(lengths, np.int64)
+
+    def predict_images(self, images: Sequence[np.ndarray], top: int = 1) -> list[Prediction]:
+        ids, lengths = self.image_glyphs(images)
+        probs = onnxmodel.softmax(self.logits(ids, lengths).astype(np.float64))
+        return self.to_predictions(probs, [None] * len(ids), lengths, top)
