@@ -42,8 +42,9 @@ from torch.utils.data import DataLoader
 from pixelpipe.config.resolve import load_config
 from pixelpipe.core.hardware import REFERENCE_TEACHER
 from pixelpipe.core.io import write_json, write_text
-from pixelpipe.data.augment import augment_batch
-from pixelpipe.data.cache import CacheDataset
+from pixelpipe.data.augment import augment_batch, images_from_glyphs
+from pixelpipe.data.cache import CacheDataset, atlas_tensor
+from pixelpipe.data.charset import build_charset, text_clusters
 from pixelpipe.data.corpus import generate_default_corpus
 from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample
@@ -95,12 +96,16 @@ def train_flops_per_sample(cfg: EncoderConfig, grad_free: bool) -> float:
 
 
 def write_shard(root: Path, n: int, render: dict, chars: tuple[int, int], seed: int = 0) -> Path:
-    """n built-in-corpus texts rendered with `render` settings into a cache split CacheDataset reads."""
+    """n built-in-corpus texts laid out with `render` settings into a cache split CacheDataset reads."""
     split = root / "train"
+    split.mkdir(parents=True, exist_ok=True)
     corpus = generate_default_corpus(n, *chars, seed=seed)
-    labels = [sorted(set(corpus["label"])).index(l) for l in corpus["label"]]
-    render_split(corpus["text"].tolist(), labels, corpus["id"].tolist(), RenderSettings.from_section(render),
-                 [split / "shard-00000.npy"], split / "manifest.json", shard_size=n, progress=False)
+    corpus["label"] = [sorted(set(corpus["label"])).index(l) for l in corpus["label"]]
+    corpus[["text", "label"]].to_parquet(split / "corpus.parquet")
+    settings = RenderSettings.from_section(render)
+    charset = build_charset(text_clusters(corpus["text"]), settings.fonts, inventory=True)
+    render_split(split / "corpus.parquet", charset, settings, [split / "shard-00000.npy"], split / "manifest.json",
+                 shard_size=n, progress=False)
     return split
 
 
@@ -119,7 +124,7 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
     torch.backends.cudnn.benchmark = True
     if hasattr(torch, "_dynamo"):
         torch._dynamo.reset()
-    model = TRMVisionEncoder(copy.deepcopy(cfg)).to(device)
+    model = TRMVisionEncoder(copy.deepcopy(cfg), atlas_tensor(dataset.split)).to(device)
     model.activation_checkpointing, model.grad_free_cycles = row.activation_checkpointing, row.grad_free_cycles
     if row.channels_last:
         model.to(memory_format=torch.channels_last)
@@ -129,6 +134,7 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
     opt = torch.optim.AdamW(param_groups([model], 0.05), lr=1e-4, fused=device.type == "cuda")
     cuda = device.type == "cuda"
     loader = DataLoader(dataset, batch_size=row.batch, shuffle=True, drop_last=True, num_workers=args.workers,
+                        collate_fn=dataset.collate_fn,
                         pin_memory=cuda, persistent_workers=args.workers > 0,
                         prefetch_factor=4 if args.workers > 0 else None)
     batches = infinite(loader)
@@ -143,8 +149,11 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
         wait = time.perf_counter() - t
         if events:
             events[0].record()
-        b = to_device(batch, device, row.channels_last)
-        b["image"] = augment_batch(b["image"], gen)
+        b = to_device(batch, device)  # as the engine's augment path: images assembled on the device, then augmented
+        images = images_from_glyphs(b["glyphs"], model.atlas, cfg.lines, cfg.channels)
+        if row.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        b["image"] = augment_batch(images, gen)
         with autocast_context(device, row.precision):
             loss, _ = objective(fwd_model, b)
         loss.backward()
@@ -186,15 +195,14 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
 
 def run_finder(cfg: EncoderConfig, dataset: CacheDataset, device: torch.device, args) -> dict:
     torch.manual_seed(0)
-    model = TRMVisionEncoder(copy.deepcopy(cfg)).to(device)
+    model = TRMVisionEncoder(copy.deepcopy(cfg), atlas_tensor(dataset.split)).to(device)
     objective = ClassificationObjective().to(device)
     precision = "bf16" if device.type == "cuda" else "fp32"
     engine = EngineSettings.from_section({**load_config(None)["engine"], "precision": precision,
                                           "channels_last": device.type == "cuda", "augment": True, "progress": False})
 
     def sample_batch(b: int) -> dict:
-        items = [dataset[i % len(dataset)] for i in range(b)]
-        return {"image": torch.stack([it["image"] for it in items]), "label": torch.stack([it["label"] for it in items])}
+        return dataset.__getitems__([i % len(dataset) for i in range(b)])
 
     t0 = time.perf_counter()
     found = find_batch_size(model, objective, sample_batch, engine, device, max_batch=args.finder_max, log=log)
@@ -209,29 +217,30 @@ def run_finder(cfg: EncoderConfig, dataset: CacheDataset, device: torch.device, 
 @torch.inference_mode()
 def run_encode(cfg: EncoderConfig, device: torch.device, batch: int, args) -> dict:
     torch.manual_seed(0)
-    model = TRMVisionEncoder(copy.deepcopy(cfg)).to(device).eval()
+    atlas = torch.randint(0, 256, (1024, cfg.cell_height, cfg.cell_width), dtype=torch.uint8)
+    model = TRMVisionEncoder(copy.deepcopy(cfg), atlas).to(device).eval()
     for p in model.parameters():
         p.requires_grad_(False)
     cuda = device.type == "cuda"
-    if cuda:
-        model.to(memory_format=torch.channels_last)
     precision = "bf16" if cuda else "fp32"
-    images = torch.randint(0, 256, (batch, 1, cfg.image_height, cfg.image_width), dtype=torch.uint8, device=device)
+    glyphs = torch.randint(1, 1024, (batch, cfg.cells), device=device)
+    lengths = torch.full((batch,), cfg.cells, device=device)
     for _ in range(args.warmup):
         with autocast_context(device, precision):
-            model(images)
+            model(glyphs, lengths)
     if cuda:
         torch.cuda.synchronize(device)
     t0 = time.perf_counter()
     for _ in range(args.steps):
         with autocast_context(device, precision):
-            model(images)
+            model(glyphs, lengths)
     if cuda:
         torch.cuda.synchronize(device)
     wall = time.perf_counter() - t0
     ips = args.steps * batch / wall
-    return {"batch": batch, "precision": precision, "images_per_s": ips,
-            "model_tflops": flops_per_sample(cfg) * ips / 1e12, "note": "frozen teacher, inference_mode, images on device"}
+    return {"batch": batch, "precision": precision, "rows_per_s": ips,
+            "model_tflops": flops_per_sample(cfg) * ips / 1e12,
+            "note": "frozen teacher, inference_mode, full-length glyph rows on the device"}
 
 
 # ---- driver ---------------------------------------------------------------------------------
@@ -302,8 +311,8 @@ def markdown(report: dict) -> str:
     if "error" in e:
         lines.append(f"error: {e['error']}")
     elif e:
-        lines.append(f"{e['images_per_s']:.0f} images/s at batch {e['batch']}, {e['precision']}, inference_mode "
-                     f"({e['model_tflops']:.1f} model TFLOP/s; images already on the device).")
+        lines.append(f"{e['rows_per_s']:.0f} texts/s at batch {e['batch']}, {e['precision']}, inference_mode "
+                     f"({e['model_tflops']:.1f} model TFLOP/s; full-length glyph rows already on the device).")
     lines += ["", "Model FLOPs: training = 3 x forward (grad_free_cycles: forward + 2 x one H-cycle); activation "
               "checkpointing's recompute is not counted. GPU busy = stream time inside steps / timed window. "
               "Speedup = samples/s against the fp32 eager row of this run."]
@@ -402,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         log("encode throughput ...")
         try:
             report["encode"] = run_encode(cfg, device, 64 if smoke else 512, args)
-            log(f"  {report['encode']['images_per_s']:.0f} images/s")
+            log(f"  {report['encode']['rows_per_s']:.0f} texts/s")
         except Exception as err:
             report["encode"] = {"error": f"{type(err).__name__}: {err}"[:300]}
     finally:

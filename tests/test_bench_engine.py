@@ -25,7 +25,7 @@ def test_bench_cpu_smoke(tmp_path):
     assert rows["fp32 eager"]["result"]["speedup"] == 1.0
     assert rows["+compile default"]["status"].startswith("skipped")
     assert 1 <= report["finder"]["micro_batch"] <= 64
-    assert report["encode"]["images_per_s"] > 0
+    assert report["encode"]["rows_per_s"] > 0
     md = (tmp_path / "engine_gpu.md").read_text()
     assert "| fp32 eager |" in md and "torch " in md and "Batch-size finder" in md
     assert not (tmp_path / "_bench_cache").exists()

@@ -23,7 +23,9 @@ from ..core.fmt import fmt_bytes
 from ..core.io import write_json, write_text
 from ..data.render import RenderSettings
 
-# The matrix times the training step on random images; the class count only sizes the head.
+# The matrix times the training step on random glyph rows of full length over a random atlas; the class count
+# only sizes the head, the glyph count only the atlas the stem is folded over.
+TIMING_GLYPHS = 1024
 NUM_CLASSES_FOR_TIMING = 19
 
 RESULT_PREFIX = "PIXELPIPE_BENCH_RESULT "
@@ -67,6 +69,14 @@ def build_matrix(cfg: dict, device_kind: str, cuda_capability: tuple[int, int] |
     return out
 
 
+def timing_rows(enc, n: int) -> list[dict]:
+    """n random full-length glyph rows (the step at the layout's capacity) with random labels."""
+    glyphs = torch.randint(1, TIMING_GLYPHS, (n, enc.cells))
+    labels = torch.randint(0, enc.num_classes, (n,))
+    length = torch.tensor(enc.cells)
+    return [{"glyphs": glyphs[i], "label": labels[i], "length": length, "index": i} for i in range(n)]
+
+
 def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     """Measure one variant in this process (called in a child interpreter by `run_matrix`)."""
     import torch
@@ -87,12 +97,9 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     steps, warmup, bs = bm["steps"], bm["warmup_steps"], spec["batch_size"]
     torch.manual_seed(0)
     enc = inputs.encoder_for(cfg, "teacher", NUM_CLASSES_FOR_TIMING)
-    model = TRMVisionEncoder(enc)
-    n = bs * (steps + warmup)
-    images = torch.randint(0, 256, (n, enc.channels, enc.image_height, enc.image_width), dtype=torch.uint8)
-    labels = torch.randint(0, enc.num_classes, (n,))
-    length = torch.tensor(enc.num_tokens)
-    dataset = [{"image": images[i], "label": labels[i], "length": length, "index": i} for i in range(n)]
+    model = TRMVisionEncoder(enc, torch.randint(0, 256, (TIMING_GLYPHS, enc.cell_height, enc.cell_width),
+                                                dtype=torch.uint8))
+    dataset = timing_rows(enc, bs * (steps + warmup))
     tcfg = cfg["teacher"]["train"]
     train = TrainSettings.from_section({**tcfg, "epochs": 1, "batch_size": bs})
     sampler = RSSSampler(0.02)
@@ -169,7 +176,7 @@ def benchmark_markdown(b: dict) -> str:
     gpu = any("peak_gpu_allocated_bytes" in r for r in b["variants"])
     lines = ["# Optimization matrix (teacher training step)", "",
              f"Measured on: {b['machine']} ({b['device']}). Teacher {b['teacher']}, images {b['image']}, "
-             f"{b['steps']} timed steps after {b['warmup_steps']} warm-up steps, synthetic uint8 images, "
+             f"{b['steps']} timed steps after {b['warmup_steps']} warm-up steps, synthetic full-length glyph rows, "
              "each variant in a fresh process. `predicted step memory` is pixelpipe.plan.memory.predict_train_memory "
              "(weights, grads, AdamW state, activations; on CPU with the allocator transients, and without the "
              "baseline a torch training process holds before its first step); every other number is measured.", "",
