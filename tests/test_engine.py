@@ -88,7 +88,7 @@ def test_step_sampler_positions_and_micro_splits():
     assert len(full) == len(s) == total
     for step, b in enumerate(full):
         epoch, in_epoch = divmod(step, spe)
-        assert b == epoch_order(n, 3, epoch)[in_epoch * batch : (in_epoch + 1) * batch]
+        assert b == epoch_order(n, 3, epoch)[in_epoch * batch : (in_epoch + 1) * batch].tolist()
     s.set_position(7, 2)  # resumed at step 7 after an OOM fallback halved the micro-batch
     tail = list(s)
     assert len(tail) == len(s) == (total - 7) * 2
@@ -173,7 +173,7 @@ def test_repositioning_the_loader_keeps_persistent_workers(persistent):
     first = next(trainer._batches())
     trainer.step, trainer.micro, trainer.accum = 1, 4, 2
     second = next(trainer._batches())
-    assert second["index"].tolist() == epoch_order(16, 0, 0)[8:12]
+    assert second["index"].tolist() == epoch_order(16, 0, 0)[8:12].tolist()
     assert (first["pid"][0] == second["pid"][0]).item() is persistent
 
 

@@ -138,6 +138,10 @@ class CacheDataset(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
+    def lengths(self) -> np.ndarray:
+        """Every row's length (int32, 4 bytes a row), shard by shard: what length grouping sorts by."""
+        return np.concatenate([np.asarray(rows["length"]) for _, rows in self.split.iter_shards()] or [np.zeros(0)])
+
     def __getitems__(self, indices: Sequence[int]) -> dict[str, Any]:
         rows = self.split.rows(indices)
         if self.transform is not None:

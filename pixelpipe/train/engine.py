@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
@@ -69,6 +70,7 @@ class EngineSettings(Section):
     threads: int
     ddp_processes: int
     loss_every_steps: int
+    length_grouping: int
 
     @classmethod
     def from_config(cls, engine_cfg: dict, info: DeviceInfo) -> "EngineSettings":
@@ -95,6 +97,8 @@ class TrainSettings(Section):
     label_smoothing: float
     window_prob: float
     window_min_chars: int
+    augment: list[str]
+    augment_prob: float
 
 
 @dataclass
@@ -140,10 +144,25 @@ def wrap_ddp(module: nn.Module, device: torch.device, d: Dist) -> nn.Module:
     return DistributedDataParallel(module, device_ids=ids, find_unused_parameters=True)
 
 
-def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
-    """The shuffled sample order of one epoch; depends only on (seed, epoch)."""
+def epoch_order(n: int, seed: int, epoch: int, lengths: np.ndarray | None = None, batch_size: int = 1,
+                group: int = 0) -> np.ndarray:
+    """The shuffled sample order of one epoch; depends only on (seed, epoch) (and the lengths when grouping).
+
+    With `group` > 0 and `lengths`, texts of similar length share batches: the shuffled order is cut into
+    chunks of `group` batches, each chunk sorted by length and cut into batches, and the batches shuffled.
+    A batch is trimmed to its longest text, so this spends the step on characters, not padding; every
+    sample is still seen once per epoch, in an order set by (seed, epoch).
+    """
     g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    return torch.randperm(n, generator=g).tolist()
+    order = torch.randperm(n, generator=g).numpy()
+    if not group or lengths is None or batch_size < 2:
+        return order
+    chunk = group * batch_size
+    sorted_chunks = [c[np.argsort(lengths[c], kind="stable")] for c in np.split(order, range(chunk, n, chunk))]
+    grouped = np.concatenate(sorted_chunks)
+    full = (n // batch_size) * batch_size
+    batches = grouped[:full].reshape(-1, batch_size)[torch.randperm(full // batch_size, generator=g).numpy()]
+    return np.concatenate([batches.reshape(-1), grouped[full:]])
 
 
 class StepBatchSampler(Sampler[list[int]]):
@@ -166,9 +185,10 @@ class StepBatchSampler(Sampler[list[int]]):
     """
 
     def __init__(self, n: int, batch_size: int, steps_per_epoch: int, total_steps: int, seed: int,
-                 rank: int = 0, world: int = 1):
+                 rank: int = 0, world: int = 1, lengths: np.ndarray | None = None, group: int = 0):
         self.n, self.batch_size, self.steps_per_epoch = n, batch_size, steps_per_epoch
         self.total_steps, self.seed, self.rank, self.world = total_steps, seed, rank, world
+        self.lengths, self.group = lengths, group
         self.start_step, self.micro = 0, batch_size
 
     def set_position(self, step: int, micro_batch: int) -> None:
@@ -183,14 +203,14 @@ class StepBatchSampler(Sampler[list[int]]):
         share = micro // self.world
         while step < self.total_steps:
             epoch, in_epoch = divmod(step, self.steps_per_epoch)
-            order = epoch_order(self.n, self.seed, epoch)
+            order = epoch_order(self.n, self.seed, epoch, self.lengths, self.batch_size, self.group)
             for s in range(in_epoch, self.steps_per_epoch):
                 if step >= self.total_steps:
                     return
                 base = s * self.batch_size
                 for m in range(accum):
                     start = base + m * micro + self.rank * share
-                    yield StepBatch(order[start : start + share], step)
+                    yield StepBatch(order[start : start + share].tolist(), step)
                 step += 1
 
     def __len__(self) -> int:
@@ -435,8 +455,9 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(self.total_steps, warmup))
         self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")
         self.timer = ComponentTimer(device)
+        group = engine.length_grouping if hasattr(train_set, "lengths") else 0
         self.sampler = StepBatchSampler(n, train.batch_size, self.steps_per_epoch, self.total_steps, seed,
-                                        self.dist.rank, self.dist.world)
+                                        self.dist.rank, self.dist.world, train_set.lengths() if group else None, group)
         self.loader: DataLoader | None = None
         self.history: list[dict] = []
         self.loss_curve: list[list[float]] = []

@@ -25,6 +25,7 @@ from ..core.hardware import DeviceInfo, detect_device
 from ..core.io import read_json, sha256_file, write_text
 from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
 from ..data.consolidate import open_dataset
+from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
 from .distill import ClassificationObjective, DistillationObjective, DistillSettings
@@ -62,6 +63,14 @@ def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> 
     return {"labels": labels, "render": train_split.render_settings, "atlas": train_split.manifest["atlas"],
             "text_length": text_length(role_cfg["train"], train_split.manifest),
             "trained_glyphs": [i for i, c in enumerate(counts) if c > 0]}
+
+
+def augmenter(role_cfg: dict, split: CacheSplit, labels: list[str], seed: int) -> TextAugmenter | None:
+    """The training texts' rewriter for `{role}.train.augment` (None when no kind is listed)."""
+    train = role_cfg["train"]
+    if not train["augment"]:
+        return None
+    return TextAugmenter(split.atlas, split.settings, train["augment"], train["augment_prob"], labels, seed)
 
 
 def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
@@ -247,8 +256,9 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
         fingerprint = training_fingerprint(cfg, "teacher", [cache_root / "train" / "manifest.json", labels_path])
         clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
+    train_set = CacheDataset(cache_root / "train", transform=augmenter(cfg["teacher"], train_split, labels, cfg["seed"]))
     return _train_and_save(
-        "teacher", cfg, model, objective, CacheDataset(cache_root / "train"), CacheDataset(cache_root / "val"),
+        "teacher", cfg, model, objective, train_set, CacheDataset(cache_root / "val"),
         CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=TEACHER_KEEP_LAST, every_steps=TEACHER_EVERY_STEPS, threads=threads,
         extra_config=model_extras(cfg["teacher"], labels, train_split),
         log=log, engine=engine, info=info,
@@ -273,7 +283,8 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
                                       DistillSettings.from_section(cfg["student"]["distill"]),
                                       cfg["student"]["train"]["label_smoothing"])
     train_set = CacheDataset(cache_root / "train",
-                             extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]})
+                             extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]},
+                             transform=augmenter(cfg["student"], train_split, labels, cfg["seed"]))
     fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,
                                                         dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
     clear_stale_checkpoints(ckpt_dir, fingerprint, log)
