@@ -9,6 +9,7 @@ rule baseline:
         labels="results/corpus/labels.json",
     output:
         json="results/baseline/metrics.json",
+        model="results/baseline/model.safetensors",
         metrics="results/metrics/baseline/baseline.json",
     params:
         baseline=config["baseline"],

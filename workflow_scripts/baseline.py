@@ -4,17 +4,18 @@ import torch
 
 from pixelpipe.core.io import read_json, write_json
 from pixelpipe.scripts import stage
-from pixelpipe.train.baseline import train_baseline
+from pixelpipe.train.baseline import save_baseline, train_baseline
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.baseline
 with stage(sm) as (log, meter):
     torch.set_num_threads(sm.threads)
     frames = {split: pd.read_parquet(sm.input[split]) for split in ("train", "val", "test")}
-    result = train_baseline({s: f["text"].tolist() for s, f in frames.items()},
+    model, result = train_baseline({s: f["text"].tolist() for s, f in frames.items()},
                             {s: f["label"].to_numpy() for s, f in frames.items()},
                             num_classes=len(read_json(sm.input.labels)["labels"]), buckets=cfg["buckets"],
                             epochs=cfg["epochs"], lr=cfg["lr"], batch_size=cfg["batch_size"], seed=sm.params.seed,
                             log=log)
+    save_baseline(model, sm.output.model)
     write_json(sm.output.json, result)
     meter.record(samples=len(frames["train"]) * cfg["epochs"], **result)

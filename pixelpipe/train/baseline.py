@@ -14,6 +14,7 @@ import array
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,11 +68,38 @@ def accuracy(model: NgramClassifier, ids: torch.Tensor, offsets: torch.Tensor, l
     return float((pred == labels).mean())
 
 
+def save_baseline(model: NgramClassifier, path: str | Path) -> None:
+    """The trained n-gram model as safetensors (the evaluation scores it on held-out text)."""
+    from safetensors.torch import save_file
+
+    from ..core.io import atomic_path
+
+    with atomic_path(path, suffix=".safetensors") as tmp:
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
+
+
+def load_baseline(path: str | Path) -> NgramClassifier:
+    from safetensors.torch import load_file
+
+    state = load_file(str(path))
+    buckets, classes = state["bag.weight"].shape
+    model = NgramClassifier(buckets, classes)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+@torch.no_grad()
+def predict(model: NgramClassifier, texts: Sequence[str]) -> np.ndarray:
+    """Class ids of `texts`."""
+    ids, offsets = ngram_ids(texts, model.bag.num_embeddings)
+    return model(ids, offsets).argmax(-1).numpy()
+
+
 def train_baseline(texts: dict[str, Sequence[str]], labels: dict[str, np.ndarray], num_classes: int,
                    buckets: int, epochs: int, lr: float, batch_size: int, seed: int,
-                   log: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Train on `texts["train"]`; return `{split}_accuracy` and `{split}_samples` for every other split given
-    (val and test in the pipeline), train_s and the sizes used."""
+                   log: Callable[[str], Any] = print) -> tuple[NgramClassifier, dict[str, Any]]:
+    """Train on `texts["train"]`; return the model and `{split}_accuracy` / `{split}_samples` for every other split
+    given (val and test in the pipeline), train_s and the sizes used."""
     torch.manual_seed(seed)
     feats = {split: ngram_ids(texts[split], buckets) for split in texts}
     model = NgramClassifier(buckets, num_classes)
@@ -97,4 +125,4 @@ def train_baseline(texts: dict[str, Sequence[str]], labels: dict[str, np.ndarray
         out[f"{split}_accuracy"] = accuracy(model, *feats[split], np.asarray(labels[split]))
         out[f"{split}_samples"] = len(labels[split])
     log(f"baseline: val accuracy {out['val_accuracy']:.4f}, test accuracy {out['test_accuracy']:.4f} ({train_s:.1f} s)")
-    return out
+    return model, out
