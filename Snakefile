@@ -19,6 +19,7 @@ include: "rules/encode.smk"
 include: "rules/student.smk"
 include: "rules/deploy.smk"
 include: "rules/baseline.smk"
+include: "rules/evaluate.smk"
 include: "rules/report.smk"
 
 
@@ -29,6 +30,7 @@ rule all:
         DEPLOY_FILES,
         expand("results/dataset/{split}/manifest.json", split=ENCODED_SPLITS),
         rules.baseline.output,
+        rules.evaluate.output,
         rules.report.output,
 
 

@@ -44,6 +44,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("export_onnx", ONCE, "student"),
     Stage("quantize_onnx", ONCE, "student"),
     Stage("deploy_benchmark", ONCE, "student"),
+    Stage("evaluate", ONCE, "heldout"),
 )
 STAGE_RULES: tuple[str, ...] = tuple(s.rule for s in STAGES)
 

@@ -1,0 +1,144 @@
+"""Judge the models on real text no training row comes from: held-out sources, by length and perturbation.
+
+A model that learned its corpus has not yet shown it reads what people
+write. The evaluation texts come from the shipped held-out sources
+(pixelpipe/data/text, role "heldout": the Universal Declaration of Human
+Rights, and software catalogs of another family than any training source),
+never from a training source. Three sets: `prose` (whole sentences),
+`phrases` (a 15-40-character piece cut from each sentence at word
+boundaries) and `ui` (interface strings). Each set is scored clean and under
+every perturbation of pixelpipe.data.perturb (look-alike letters of another
+script, dropped diacritics, typos, case changes, typographic punctuation),
+per length bucket, for every model the run built (teacher, student, ONNX
+fp32 and int8, the n-gram baseline) and py3langid when it is installed (an
+optional benchmark dependency, restricted to the model's labels).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..config.settings import Section
+from ..data import sources
+from ..data.atlas import undrawable
+from ..data.perturb import PERTURBATIONS
+
+BUCKETS = (("<20", 1, 19), ("20-40", 20, 40), ("40-100", 41, 100), (">100", 101, 1 << 30))
+GOAL_LENGTHS = (("15-40", 15, 40), (">40", 41, 1 << 30))
+CLEAN = "clean"
+PHRASE_CHARS = (15, 40)
+
+
+@dataclass(frozen=True)
+class EvaluateSettings(Section):
+    """The `evaluate` section (defaults and meaning: the schema)."""
+
+    SECTION = "evaluate"
+
+    sources: list[str]
+    perturbations: list[str]
+    per_language: int
+    batch_size: int
+
+
+def phrases(text: str, rng: np.random.Generator, lo: int = PHRASE_CHARS[0], hi: int = PHRASE_CHARS[1]) -> list[str]:
+    """Consecutive pieces of `text` of lo..hi characters, cut at word boundaries (each piece's target drawn)."""
+    words, out, piece = text.split(), [], ""
+    target = int(rng.integers(lo, hi + 1))
+    for word in words:
+        candidate = f"{piece} {word}".strip()
+        if len(candidate) > hi and len(piece) >= lo:
+            out.append(piece)
+            candidate, target = word, int(rng.integers(lo, hi + 1))
+        piece = candidate
+        if len(piece) >= target:
+            out.append(piece)
+            piece, target = "", int(rng.integers(lo, hi + 1))
+    return [p for p in out if lo <= len(p) <= hi]
+
+
+def heldout_sets(settings: EvaluateSettings, languages: Sequence[str], fonts: Sequence[str],
+                 seed: int) -> dict[str, pd.DataFrame]:
+    """{set name: rows (text, label, source)} of the held-out sources, at most per_language rows per source and
+    language, texts the fonts cannot draw left out (they could not be rendered for any model)."""
+    rng = np.random.default_rng([seed, 11])
+    sets: dict[str, list[pd.DataFrame]] = {}
+    for source in settings.sources:
+        entry = sources.catalog()[source]
+        if entry["role"] != "heldout":
+            raise ValueError(f"evaluate.sources: {source!r} is a training source; only held-out sources judge a model")
+        df = sources.load_source(source)
+        df = df[df["label"].isin(list(languages))]
+        keep = [np.sort(rng.permutation(idx)[: settings.per_language]) for _, idx in df.groupby("label").indices.items()]
+        df = df.iloc[np.sort(np.concatenate(keep))] if keep else df.iloc[:0]
+        df = df[[not undrawable(t, fonts) for t in df["text"]]]
+        name = "prose" if entry["style"] == "prose" else "ui"
+        sets.setdefault(name, []).append(df[["text", "label", "source"]])
+        if name == "prose":
+            pieces = [(phrases(r.text, rng), r.label, r.source) for r in df.itertuples()]
+            cut = [(p[int(rng.integers(len(p)))], lab, src) for p, lab, src in pieces if p]  # one per sentence
+            sets.setdefault("phrases", []).append(pd.DataFrame(cut, columns=["text", "label", "source"]))
+    return {k: pd.concat(v, ignore_index=True) for k, v in sets.items()}
+
+
+def perturbed(texts: Sequence[str], labels: Sequence[str], kind: str, seed: int) -> list[str]:
+    """`texts` under one perturbation (clean: unchanged); each text's draws depend on (seed, kind, row) only."""
+    if kind == CLEAN:
+        return list(texts)
+    fn = PERTURBATIONS[kind]
+    k = sorted(PERTURBATIONS).index(kind)
+    return [fn(t, np.random.default_rng([seed, 13, k, i]), lang) for i, (t, lang) in enumerate(zip(texts, labels))]
+
+
+def bucket_of(n: int, buckets: Sequence[tuple[str, int, int]] = BUCKETS) -> str | None:
+    return next((name for name, lo, hi in buckets if lo <= n <= hi), None)
+
+
+Scorer = Callable[[list[str]], list[str]]  # texts -> predicted labels
+
+
+def score(scorers: dict[str, Scorer], sets: dict[str, pd.DataFrame], kinds: Sequence[str], seed: int,
+          log: Callable[[str], Any] = print) -> tuple[list[dict], dict[str, list[dict]]]:
+    """(one row per model, set, perturbation and length bucket with n and correct; the first errors per model)."""
+    rows, examples = [], {name: [] for name in scorers}
+    for set_name, df in sets.items():
+        truth = df["label"].tolist()
+        for kind in [CLEAN, *kinds]:
+            texts = perturbed(df["text"].tolist(), truth, kind, seed)
+            lengths = np.array([len(re.sub(r"\s+", " ", t).strip()) for t in texts])
+            for name, predict in scorers.items():
+                right = np.asarray(predict(texts)) == np.asarray(truth)
+                rows += _bucket_rows(name, set_name, kind, lengths, right)
+                if kind == CLEAN:
+                    examples[name] += [{"set": set_name, "text": t, "label": y} for t, y, ok in
+                                       zip(texts, truth, right) if not ok][: 10]
+            log(f"evaluate: {set_name} / {kind}: {len(texts)} texts scored by {len(scorers)} models")
+    return rows, examples
+
+
+def _bucket_rows(model: str, set_name: str, kind: str, lengths: np.ndarray, right: np.ndarray) -> list[dict]:
+    out = []
+    for name, lo, hi in BUCKETS + GOAL_LENGTHS + (("all", 1, 1 << 30),):
+        sel = (lengths >= lo) & (lengths <= hi)
+        if sel.any():
+            out.append({"model": model, "set": set_name, "perturbation": kind, "bucket": name, "n": int(sel.sum()),
+                        "correct": int(right[sel].sum())})
+    return out
+
+
+def accuracy_table(rows: list[dict], **where: Any) -> pd.DataFrame:
+    """Accuracy (%) pooled over the rows matching `where` (e.g. bucket="all"), models as columns."""
+    df = pd.DataFrame(rows)
+    for key, value in where.items():
+        df = df[df[key].isin(value if isinstance(value, (list, tuple)) else [value])]
+    keys = [c for c in ("set", "perturbation", "bucket") if c not in where]
+    if not keys:
+        df, keys = df.assign(pooled="all"), ["pooled"]
+    sums = df.groupby(keys + ["model"], sort=False)[["correct", "n"]].sum()
+    return (100 * sums["correct"] / sums["n"]).unstack("model")

@@ -1,0 +1,94 @@
+"""Every model the run builds as one callable, texts -> predicted labels, for the held-out evaluation.
+
+The torch models read text as training did: laid out with their own render
+settings and atlas (characters the atlas lacks are drawn, and the model's
+atlas extended), texts sorted by length and batched trimmed. The ONNX files
+go through the deployed Predictor, exactly as a user's predict call. The
+n-gram baseline reads the text itself; py3langid (optional) is restricted to
+the model's labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..data.atlas import GlyphAtlas
+from ..data.render import Renderer, RenderSettings
+from ..model.checkpoint import load_model
+
+
+class TorchScorer:
+    """A trained teacher or student (model.safetensors + config.json) on its glyph path."""
+
+    def __init__(self, model_dir: str | Path, batch_size: int = 256) -> None:
+        self.model, config = load_model(model_dir)
+        self.model.eval()
+        self.labels = list(config["labels"])
+        self.settings = RenderSettings.from_section(config["render"])
+        self.atlas = GlyphAtlas.from_dict(config["atlas"], self.settings.fonts, self.settings.font_size)
+        self.renderer, self.batch_size = Renderer(self.settings, self.atlas), batch_size
+
+    @torch.inference_mode()
+    def __call__(self, texts: list[str]) -> list[str]:
+        ids, full = self.renderer.layout(texts)
+        if len(self.atlas) > self.model.atlas.shape[0]:  # characters the atlas lacked were drawn: the model sees them
+            self.model.set_atlas(torch.from_numpy(self.atlas.cells.copy()))
+        s = self.settings
+        lengths = np.minimum(full, s.cells)
+        order = np.argsort(lengths, kind="stable")
+        preds = np.empty(len(texts), np.int64)
+        for i in range(0, len(order), self.batch_size):
+            idx = order[i : i + self.batch_size]
+            longest = max(1, int(lengths[idx].max()))
+            t = -(-longest // s.line_chars) * s.line_chars if s.lines > 1 else longest
+            glyphs = torch.from_numpy(ids[idx, :t].astype(np.int64))
+            preds[idx] = self.model(glyphs, torch.from_numpy(lengths[idx].astype(np.int64)))["logits"].argmax(1).numpy()
+        return [self.labels[p] for p in preds]
+
+
+class OnnxScorer:
+    """An exported ONNX model through the deployed Predictor (what `python -m pixelpipe.predict` runs)."""
+
+    def __init__(self, path: str | Path, batch_size: int = 64, threads: int | None = 1) -> None:
+        from ..deploy.predictor import Predictor
+
+        self.predictor = Predictor(path, threads, batch_size)
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        return [p.label or "" for p in self.predictor.predict(texts)]
+
+
+class BaselineScorer:
+    """The character n-gram baseline trained on the same corpus."""
+
+    def __init__(self, path: str | Path, labels: Sequence[str]) -> None:
+        from ..train.baseline import load_baseline
+
+        self.model, self.labels = load_baseline(path), list(labels)
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        from ..train.baseline import predict
+
+        return [self.labels[p] for p in predict(self.model, texts)]
+
+
+def py3langid_scorer(labels: Sequence[str]):
+    """py3langid restricted to `labels`, or None when it is not installed (an optional benchmark dependency)."""
+    try:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    except ImportError:
+        return None
+    ident = LanguageIdentifier.from_model_file(MODEL_FILE)
+    known = [lab for lab in labels if lab in ident.nb_classes]
+    if len(known) < 2:
+        return None
+    ident.set_languages(known)
+
+    def score(texts: list[str]) -> list[str]:
+        return [ident.classify(t)[0] for t in texts]
+
+    return score

@@ -1,0 +1,33 @@
+# Snakemake adapter: score every model on the held-out real-text sets; write results/eval/.
+from pathlib import Path
+
+import torch
+
+from pixelpipe.core.io import read_json
+from pixelpipe.deploy.onnxmodel import verify_onnx
+from pixelpipe.report.evaluation import EvaluateSettings, heldout_sets, score
+from pixelpipe.report.evaluation_report import write_outputs
+from pixelpipe.report.scorers import BaselineScorer, OnnxScorer, TorchScorer, py3langid_scorer
+from pixelpipe.scripts import stage
+
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+settings = EvaluateSettings.from_section(sm.params.evaluate)
+with stage(sm) as (log, meter):
+    torch.set_num_threads(sm.threads)
+    verify_onnx(sm.input.onnx, sm.input.export_metrics, "export_onnx")
+    verify_onnx(sm.input.int8, sm.input.quantize_metrics, "quantize_onnx")
+    labels = read_json(sm.input.labels)["labels"]
+    scorers = {"teacher": TorchScorer(Path(sm.input.teacher[0]).parent, settings.batch_size),
+               "student": TorchScorer(Path(sm.input.student[0]).parent, settings.batch_size),
+               "onnx_fp32": OnnxScorer(sm.input.onnx), "onnx_int8": OnnxScorer(sm.input.int8),
+               "ngram": BaselineScorer(sm.input.baseline, labels)}
+    reference = py3langid_scorer(labels)
+    if reference is not None:
+        scorers["py3langid"] = reference
+    sets = heldout_sets(settings, labels, sm.params.fonts, sm.params.seed)
+    rows, examples = score(scorers, sets, settings.perturbations, sm.params.seed, log)
+    write_outputs({"sources": settings.sources, "sets": {k: len(v) for k, v in sets.items()}, "rows": rows,
+                   "examples": examples, "missing": [] if reference is not None else ["py3langid (not installed)"]},
+                  sm.output.json, sm.output.md, sm.output.png)
+    log(Path(sm.output.md).read_text())
+    meter.record(samples=sum(len(v) for v in sets.values()) * (1 + len(settings.perturbations)) * len(scorers))
