@@ -1,10 +1,13 @@
-"""Train teacher+student variants of a config end to end (no Snakemake) and report test accuracy.
+"""Train teacher + student variants end to end (no Snakemake), judge them on held-out real text, time the
+deployed student.
 
-Used to choose the CPU defaults: accuracy does not depend on the device when
-precision is fp32, so the sweep may run on a fast machine (`--device cuda`)
-while wall times for the README are measured with Snakemake on the target CPU.
+Each variant is a set of config overrides. The corpus and its glyph cache are built once per corpus/render
+config, a teacher once per teacher config (variants that share it reuse it), then encode, consolidate and
+the student. Every model is scored on the held-out sets of the `evaluate` stage (clean and perturbed, by
+length), and the student is exported (folded ONNX) and timed through the Predictor on one thread: the
+accuracy-against-texts/s sweep of docs/benchmarks.md.
 
-    python bench/accuracy_sweep.py --out /tmp/sweep --variants bench/lr_depth_variants.json --teacher-only
+    python bench/accuracy_sweep.py --variants bench/student_variants.json --out /tmp/sweep
 """
 
 from __future__ import annotations
@@ -15,87 +18,114 @@ import json
 import time
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 
 from pixelpipe.config.resolve import deep_merge, load_config
 from pixelpipe.data.cache import CacheSplit
+from pixelpipe.data.charset import read_charset
 from pixelpipe.data.consolidate import consolidate
 from pixelpipe.data.corpus import build_corpus, shard_count
 from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import flops_per_sample
+from pixelpipe.report.evaluation import EvaluateSettings, accuracy_table, heldout_sets, score
+from pixelpipe.report.scorers import TorchScorer
 from pixelpipe.train.encode import encode_shard
-from pixelpipe.train.run import load_teacher, train_student, train_teacher
+from pixelpipe.train.run import encoder_config, load_teacher, train_student, train_teacher
+
+
+def _key(*parts: dict) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
 def prepare_cache(cfg: dict, root: Path) -> Path:
-    key = json.dumps({"corpus": cfg["corpus"], "render": cfg["render"], "seed": cfg["seed"]}, sort_keys=True)
-    cache_root = root / f"data-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-    if (cache_root / "done").exists():
-        return cache_root
+    data = root / f"data-{_key(cfg['corpus'], cfg['render'], cfg['seed'])}"
+    if (data / "done").exists():
+        return data
+    build_corpus(cfg["corpus"], cfg["render"]["fonts"], data / "corpus", seed=cfg["seed"], log=lambda m: None)
+    charset = read_charset(data / "corpus" / "charset.json")
     settings = RenderSettings.from_section(cfg["render"])
-    build_corpus(cfg["corpus"], cfg["render"]["fonts"], cache_root / "corpus", seed=cfg["seed"])
     for split in ("train", "val", "test"):
-        df = pd.read_parquet(cache_root / "corpus" / f"{split}.parquet")
-        n = shard_count(len(df), cfg["render"]["shard_size"])
-        paths = [cache_root / "cache" / split / f"shard-{i:05d}.npy" for i in range(n)]
-        render_split(df["text"].tolist(), df["label"].tolist(), df["id"].tolist(), settings, paths,
-                     cache_root / "cache" / split / "manifest.json", shard_size=cfg["render"]["shard_size"],
-                     progress=False)
-    (cache_root / "done").write_text("ok")
-    return cache_root
+        corpus = data / "corpus" / f"{split}.parquet"
+        import pyarrow.parquet as pq
+
+        n = shard_count(pq.ParquetFile(corpus).metadata.num_rows, cfg["render"]["shard_size"])
+        paths = [data / "cache" / split / f"shard-{i:05d}.npy" for i in range(n)]
+        render_split(corpus, charset, settings, paths, data / "cache" / split / "manifest.json",
+                     shard_size=cfg["render"]["shard_size"], progress=False)
+    (data / "done").write_text("ok")
+    return data
 
 
-def last_epoch_rate(history: list[dict]) -> float:
-    """Samples/s of the last epoch alone (first-epoch compile and warm-up excluded), validation included."""
-    if len(history) < 2:
-        return history[-1]["samples_per_s"]
-    a, b = history[-2], history[-1]
-    return (b["samples_seen"] - a["samples_seen"]) / max(1e-9, b["elapsed_s"] - a["elapsed_s"])
+def teacher_for(cfg: dict, data: Path, root: Path) -> tuple[Path, dict]:
+    out = root / f"teacher-{_key(cfg['teacher'], cfg['engine'], data.name)}"
+    if not (out / "summary.json").exists():
+        t0 = time.perf_counter()
+        _, summary = train_teacher(cfg, data / "cache", data / "corpus" / "labels.json", out, log=lambda m: None)
+        summary = {"test_accuracy": summary["test_accuracy"], "parameters": summary["parameters"],
+                   "train_s": round(time.perf_counter() - t0, 1)}
+        (out / "summary.json").write_text(json.dumps(summary))
+    return out, json.loads((out / "summary.json").read_text())
 
 
-def run_variant(name: str, cfg: dict, root: Path, teacher_only: bool = False) -> dict:
+def student_for(cfg: dict, data: Path, teacher: Path, out: Path) -> dict:
     import torch
 
-    data = prepare_cache(cfg, root)
-    out = root / name
+    dataset = teacher.parent / f"dataset-{teacher.name}"
+    if not (dataset / "manifest.json").exists():
+        model, split = load_teacher(teacher, torch.device("cpu")), CacheSplit(data / "cache" / "train")
+        encoded = [dataset / f"shard-{i:05d}.npz" for i in range(len(split.shard_paths))]
+        for i, path in enumerate(encoded):
+            encode_shard(model, split.shard(i), path.name, path, torch.device("cpu"), batch_size=256, progress=False)
+        consolidate(encoded, dataset)
     t0 = time.perf_counter()
-    tres, tsum = train_teacher(cfg, data / "cache", data / "corpus" / "labels.json", out / "teacher")
-    t_teacher = time.perf_counter() - t0
-    if teacher_only:
-        losses = [h.get("train_loss") for h in tres.history]
-        return {"variant": name, "teacher_acc": tsum["test_accuracy"], "teacher_s": round(t_teacher, 1),
-                "teacher_params": tsum["parameters"], "train_loss_per_epoch": losses,
-                "val_acc_per_epoch": [h.get("val_accuracy") for h in tres.history]}
-    device = torch.device("cuda" if torch.cuda.is_available() and cfg["hardware"]["device"] != "cpu" else "cpu")
-    teacher = load_teacher(out / "teacher", device)
-    split = CacheSplit(data / "cache" / "train")
-    encoded, start, enc_s = [], 0, 0.0
-    precision = tres.resolved["engine"]["precision"]
-    for i, (path, count) in enumerate(zip(split.shard_paths, split.shard_counts)):
-        enc = out / "encoded" / f"shard-{i:05d}.npz"
-        stats = encode_shard(teacher, path, split.labels[start : start + count], enc, device, precision,
-                             cfg["encode"]["batch_size"], progress=False)
-        enc_s += stats["encode_s"]
-        encoded.append(enc)
-        start += count
-    consolidate(encoded, out / "dataset" / "train")
-    t1 = time.perf_counter()
-    sres, ssum = train_student(cfg, data / "cache", out / "dataset" / "train", out / "teacher",
-                            data / "corpus" / "labels.json", out / "student", out / "checkpoints")
-    t_student = time.perf_counter() - t1
-    from pixelpipe.train.run import encoder_config
+    _, summary = train_student(cfg, data / "cache", dataset, teacher, data / "corpus" / "labels.json", out / "student",
+                               out / "checkpoints", log=lambda m: None)
+    return {"test_accuracy": summary["test_accuracy"], "parameters": summary["parameters"],
+            "train_s": round(time.perf_counter() - t0, 1)}
 
-    n_labels = len(json.loads((data / "corpus" / "labels.json").read_text())["labels"])
-    tf = flops_per_sample(encoder_config(cfg["teacher"]["model"], cfg["render"], n_labels))
-    sf = flops_per_sample(encoder_config(cfg["student"]["model"], cfg["render"], n_labels))
-    return {"variant": name, "teacher_acc": tsum["test_accuracy"], "student_acc": ssum["test_accuracy"],
-            "teacher_s": round(t_teacher, 1), "student_s": round(t_student, 1),
-            "teacher_mflop": round(tf / 1e6, 1), "student_mflop": round(sf / 1e6, 1),
-            "teacher_params": tsum["parameters"], "student_params": ssum["parameters"],
-            "teacher_samples_per_s": round(last_epoch_rate(tres.history), 1),
-            "student_samples_per_s": round(last_epoch_rate(sres.history), 1),
-            "encode_images_per_s": round(len(split) / max(enc_s, 1e-9), 1), "precision": precision,
-            "device": tres.resolved.get("device", str(device))}
+
+def deployed_speed(student: Path, texts: list[str], out: Path) -> dict:
+    """Export the folded student and time the Predictor on one thread over `texts` (after one warm-up pass)."""
+    from pixelpipe.deploy.export import export_student
+    from pixelpipe.deploy.predictor import Predictor
+    from pixelpipe.model.checkpoint import load_model
+
+    model, config = load_model(student)
+    export_student(model, config, out / "student.onnx", log=lambda m: None)
+    predictor = Predictor(out / "student.onnx", threads=1, batch_size=64)
+    predictor.predict(texts)
+    t0 = time.perf_counter()
+    predictor.predict(texts)
+    return {"texts_per_s": round(len(texts) / (time.perf_counter() - t0)), "onnx_bytes": (out / "student.onnx").stat().st_size}
+
+
+def heldout(scorers: dict, cfg: dict, labels: list[str]) -> dict:
+    settings = EvaluateSettings.from_section(cfg["evaluate"])
+    sets = heldout_sets(settings, labels, cfg["render"]["fonts"], cfg["seed"])
+    rows, _ = score(scorers, sets, settings.perturbations, cfg["seed"], log=lambda m: None)
+    out = {}
+    for model in scorers:
+        clean = accuracy_table(rows, perturbation="clean", set=list(sets))
+        out[model] = {b: round(float(clean.loc[b, model]), 2) for b in (">40", "15-40", "all")}
+        kinds = accuracy_table(rows, bucket="all", set=list(sets))
+        out[model].update({k: round(float(kinds.loc[k, model]), 2) for k in settings.perturbations})
+    return out, [t for df in sets.values() for t in df["text"]]
+
+
+def run_variant(name: str, cfg: dict, root: Path) -> dict:
+    data = prepare_cache(cfg, root)
+    labels = json.loads((data / "corpus" / "labels.json").read_text())["labels"]
+    teacher, tsum = teacher_for(cfg, data, root)
+    out = root / name
+    ssum = student_for(cfg, data, teacher, out)
+    scores, texts = heldout({"teacher": TorchScorer(teacher), "student": TorchScorer(out / "student")}, cfg, labels)
+    mean_len = float(np.mean([min(len(t), cfg["render"]["line_chars"] * cfg["render"]["lines"]) for t in texts]))
+    tcfg = encoder_config(cfg["teacher"]["model"], cfg["render"], len(labels))
+    scfg = encoder_config(cfg["student"]["model"], cfg["render"], len(labels))
+    return {"variant": name, "teacher": {**tsum, **scores["teacher"]}, "student": {**ssum, **scores["student"]},
+            "mflops_at_mean_length": {"teacher": round(flops_per_sample(tcfg, mean_len) / 1e6, 2),
+                                      "student": round(flops_per_sample(scfg, mean_len) / 1e6, 2)},
+            "deployed": deployed_speed(out / "student", texts, out), "overrides": cfg.get("_overrides")}
 
 
 def main() -> None:
@@ -103,23 +133,24 @@ def main() -> None:
     ap.add_argument("--config", default="config.yaml")
     ap.add_argument("--variants", required=True, help="JSON file: {name: config overrides}")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--teacher-only", action="store_true", help="train and test the teacher only (lr/depth sweeps)")
-    ap.add_argument("--keep-precision", action="store_true", help="do not force fp32 (for timing GPU profiles)")
+    ap.add_argument("--only", nargs="*", help="run only these variants")
     args = ap.parse_args()
     variants = json.loads(Path(args.variants).read_text())
     root = Path(args.out)
     root.mkdir(parents=True, exist_ok=True)
-    rows = []
+    results = root / "sweep.jsonl"
     for name, overrides in variants.items():
-        base = {} if args.keep_precision else {"engine": {"precision": "fp32"}}
-        cfg = load_config(args.config, deep_merge(deep_merge(base, {"engine": {"progress": False}}), overrides))
+        if args.only and name not in args.only:
+            continue
+        cfg = load_config(args.config, deep_merge({"engine": {"progress": False, "precision": "fp32"}}, overrides))
+        cfg["_overrides"] = overrides
         try:
-            rows.append(run_variant(name, cfg, root, args.teacher_only))
+            row = run_variant(name, cfg, root)
         except Exception as err:  # one broken variant must not lose the others
-            rows.append({"variant": name, "error": repr(err)})
-        print(json.dumps(rows[-1]), flush=True)
-        (root / "sweep.json").write_text(json.dumps(rows, indent=2))
-    print(pd.DataFrame(rows).to_markdown(index=False) if hasattr(pd.DataFrame, "to_markdown") else pd.DataFrame(rows))
+            row = {"variant": name, "error": repr(err)}
+        print(json.dumps(row), flush=True)
+        with results.open("a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ rule report:
         student_csv="results/student/metrics.csv",
         # the summary's models table and truncation lines
         models=["results/teacher/config.json", "results/student/config.json", "results/reports/deploy.json",
-                "results/baseline/metrics.json"],
+                "results/baseline/metrics.json", "results/eval/evaluation.json"],
         manifests=expand("results/cache/{split}/manifest.json", split=SPLITS),
     output:
         memory_json="results/reports/memory.json",

@@ -18,6 +18,7 @@ from pixelpipe.data.corpus import CorpusSettings
 from pixelpipe.data.render import RenderSettings
 from pixelpipe.deploy.quantize import QuantizeSettings
 from pixelpipe.model.encoder import EncoderConfig
+from pixelpipe.report.evaluation import EvaluateSettings
 from pixelpipe.train.distill import DistillSettings
 from pixelpipe.train.engine import EngineSettings, TrainSettings
 
@@ -34,6 +35,7 @@ SECTION_READERS = {
     "teacher.train": TrainSettings,
     "student.train": TrainSettings,
     "student.distill": DistillSettings,
+    "evaluate": EvaluateSettings,
 }
 # keys read one by one (by rules, scripts or the planner): key -> a file that reads it
 DIRECT_READS = {
@@ -49,6 +51,7 @@ DIRECT_READS = {
     "baseline.epochs": "workflow_scripts/baseline.py",
     "baseline.lr": "workflow_scripts/baseline.py",
     "baseline.batch_size": "workflow_scripts/baseline.py",
+    "baseline.max_rows": "workflow_scripts/baseline.py",
     "report.tolerance_pct": "workflow_scripts/report.py",
     "report.disk_preflight": "rules/common.smk",
     "report.cpu_gflops": "pixelpipe/plan/walltime.py",

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,29 @@ def test_unequal_and_empty_shards_are_concatenated_in_order(tmp_path):
     for info in manifest["fields"].values():
         assert sha256_file(tmp_path / "out" / info["file"]) == info["sha256"]
     assert not list((tmp_path / "out").glob(".*.tmp"))
+
+
+def test_shards_are_deleted_as_they_are_copied_so_disk_never_holds_both(tmp_path, monkeypatch):
+    """With delete_shards the disk holds the consolidated copy plus one shard at most: measured by the bytes of
+    shards and outputs present each time a field block is written."""
+    import pixelpipe.data.consolidate as mod
+
+    shards = [_shard(tmp_path / f"s{i}.npz", 50, d=64, offset=50 * i) for i in range(4)]
+    one_shard = max(p.stat().st_size for p in shards)
+    peaks = []
+    real_unlink = Path.unlink
+
+    def watch(path, *a, **kw):
+        real_unlink(path, *a, **kw)
+        on_disk = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+        peaks.append(on_disk)
+
+    monkeypatch.setattr(Path, "unlink", watch)
+    manifest = mod.consolidate(shards, tmp_path / "out", delete_shards=True)
+    final = sum(p.stat().st_size for p in (tmp_path / "out").glob("*.npy"))
+    assert manifest["count"] == 200 and not any(p.exists() for p in shards)
+    assert max(peaks) <= final + one_shard
+    np.testing.assert_array_equal(open_dataset(tmp_path / "out")["labels"], np.arange(200))
 
 
 def test_headers_are_read_without_loading(tmp_path):

@@ -2,7 +2,8 @@
 
 Each field's file is written with ordinary buffered appends, one shard and
 one field at a time, so peak memory is one field of one shard, whatever the
-dataset size. Buffered writes fail with an OSError when the disk fills (a
+dataset size; the workflow deletes each shard once it is copied, so peak disk
+is the consolidated dataset plus one shard. Buffered writes fail with an OSError when the disk fills (a
 write through a memory map would end the process with SIGBUS), the free
 space is checked before anything is written, and the files appear under their
 final names only when complete (temporaries are removed on any failure);
@@ -72,7 +73,11 @@ def _check_shards(shard_paths: Sequence[str | Path], headers: list[dict], fields
                 raise ValueError(f"{p}: field '{f}' has shape {h[f][0]} {h[f][1]}, expected [*, {headers[0][f][0][1:]}] {headers[0][f][1]}")
 
 
-def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: Sequence[str] | None = None) -> dict:
+def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: Sequence[str] | None = None,
+                delete_shards: bool = False) -> dict:
+    """Append every shard's fields to one .npy per field; with `delete_shards`, each shard is removed once its
+    data is written, so the disk holds the consolidated copy plus one shard at most, never both whole (the
+    shards are Snakemake temp() files: a failed run re-encodes the missing ones)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     headers = []
@@ -88,7 +93,10 @@ def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: 
     shapes = {f: (total, *headers[0][f][0][1:]) for f in fields}
     dtypes = {f: np.dtype(headers[0][f][1]) for f in fields}
     head = {f: _npy_header(shapes[f], dtypes[f]) for f in fields}
-    check_free_space(out_dir, sum(len(head[f]) + int(np.prod(shapes[f])) * dtypes[f].itemsize for f in fields))
+    row_bytes = sum(int(np.prod(shapes[f][1:])) * dtypes[f].itemsize for f in fields)
+    # deleting as it goes, the disk grows by one shard at most; keeping them, by the whole dataset
+    grows = max(counts) * row_bytes if delete_shards else total * row_bytes
+    check_free_space(out_dir, sum(len(head[f]) for f in fields) + grows)
 
     hashes = {f: hashlib.sha256(head[f]) for f in fields}
     with contextlib.ExitStack() as stack:  # every temporary is removed if anything below fails
@@ -105,6 +113,10 @@ def consolidate(shard_paths: Sequence[str | Path], out_dir: str | Path, fields: 
                         block = np.ascontiguousarray(npz[f], dtype=dtypes[f]).reshape(-1).view(np.uint8)  # no copy
                     files[f].write(block.data)
                     hashes[f].update(block.data)
+            if delete_shards:
+                for f in fields:
+                    files[f].flush()
+                Path(path).unlink()
         for f in fields:
             files[f].close()  # flushed here: a full disk raises now, before any rename
     manifest = {"format": "pixelpipe.dataset/1", "count": total, "shards": [str(p) for p in shard_paths],

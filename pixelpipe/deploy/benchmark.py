@@ -93,7 +93,13 @@ def _accuracy(run: Callable[[Feeds], np.ndarray], split_dir: Path, batch: int = 
 
 def _test_feeds(split_dir: Path, batch: int, lines: int, line_chars: int) -> Feeds:
     """`batch` real test rows (a tiny split is cycled to fill it) as the model's inputs."""
-    pool = np.concatenate([np.asarray(r) for r in onnxmodel.iter_cache_split(split_dir)] or [np.zeros(0)])
+    parts, have = [], 0
+    for rows in onnxmodel.iter_cache_split(split_dir):  # only the shards the batch needs
+        parts.append(np.asarray(rows[: batch - have]))
+        have += len(parts[-1])
+        if have >= batch:
+            break
+    pool = np.concatenate(parts) if parts else np.zeros(0)
     if len(pool) == 0:
         raise ValueError(f"no test rows in {split_dir}")
     rows = pool[np.arange(batch) % len(pool)]

@@ -60,6 +60,26 @@ def accuracy_summary(results_dir: str | Path) -> str:
     return "pixelpipe results:\n" + "\n".join(lines) if lines else ""
 
 
+def heldout_lines(results_dir: str | Path) -> list[str]:
+    """The held-out evaluation's clean accuracy by set and its goals, from results/eval/evaluation.json."""
+    path = Path(results_dir) / "eval" / "evaluation.json"
+    if not path.exists():
+        return []
+    from .evaluation import accuracy_table
+
+    result = read_json(path)
+    table = accuracy_table(result["rows"], perturbation="clean", bucket="all")
+    models = list(table.columns)
+    lines = ["## Held-out real text (results/eval/evaluation.md)", "", "| set | " + " | ".join(models) + " |",
+             "|---|" + "---:|" * len(models)]
+    for name, row in table.iterrows():
+        lines.append(f"| {name} ({result['sets'][name]:,} texts) | " + " | ".join(f"{v:.2f} %" for v in row) + " |")
+    met = [g for g in result.get("goals", []) if g["met"] is not None]
+    missed = [g["goal"] for g in met if not g["met"]]
+    lines += ["", f"Goals met: {len(met) - len(missed)} of {len(met)}" + (f"; missed: {'; '.join(missed)}" if missed else ""), ""]
+    return lines
+
+
 def summary_markdown_lines(results_dir: str | Path) -> list[str]:
     """The models and truncation part of results/reports/summary.md."""
     lines = ["| model | test accuracy | parameters | training s |", "|---|---:|---:|---:|"]
@@ -71,4 +91,4 @@ def summary_markdown_lines(results_dir: str | Path) -> list[str]:
     for split, t in truncation(results_dir).items():
         lines.append(f"| {split} | {t['texts']} | {t['truncated']} (> {t['capacity']} characters) | "
                      f"{100 * t['share']:.1f} % |")
-    return lines
+    return lines + [""] + heldout_lines(results_dir)

@@ -68,6 +68,20 @@ def accuracy(model: NgramClassifier, ids: torch.Tensor, offsets: torch.Tensor, l
     return float((pred == labels).mean())
 
 
+def first_rows(path: str | Path, limit: int) -> "pd.DataFrame":
+    """The first `limit` rows (text, label) of a corpus split, read batch by batch (never the whole file)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    frames, n = [], 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["text", "label"]):
+        frames.append(batch.to_pandas().iloc[: limit - n])
+        n += len(frames[-1])
+        if n >= limit:
+            break
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"text": [], "label": []})
+
+
 def save_baseline(model: NgramClassifier, path: str | Path) -> None:
     """The trained n-gram model as safetensors (the evaluation scores it on held-out text)."""
     from safetensors.torch import save_file
