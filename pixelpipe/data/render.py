@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from ..config.settings import TRUNCATION_WARN_SHARE, CellGrid, Section
 from ..core import io
@@ -229,6 +228,8 @@ def render_split(
     stats, sha256s = SplitStats(len(charset)), []
     chunks = iter_chunks(Path(corpus_path), ["text", "label"], shard_size)
     t0 = time.perf_counter()
+    from tqdm import tqdm
+
     with tqdm(unit="row", desc=desc, disable=not progress) as bar:
         for s, path in enumerate(shard_paths):
             chunk = next(chunks, {"text": [], "label": []})
