@@ -71,6 +71,8 @@ def build_matrix(cfg: dict, device_kind: str, cuda_capability: tuple[int, int] |
 
 def timing_rows(enc, n: int) -> list[dict]:
     """n random full-length glyph rows (the step at the layout's capacity) with random labels."""
+    import torch
+
     glyphs = torch.randint(1, TIMING_GLYPHS, (n, enc.cells))
     labels = torch.randint(0, enc.num_classes, (n,))
     length = torch.tensor(enc.cells)
