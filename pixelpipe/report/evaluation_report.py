@@ -60,6 +60,11 @@ def goals(rows: list[dict]) -> list[dict]:
     return out
 
 
+def length_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The length buckets of a table indexed by bucket, in order (those present)."""
+    return table.loc[[b[0] for b in BUCKETS if b[0] in table.index]]
+
+
 def _md_table(df: pd.DataFrame, index_names: list[str]) -> str:
     models = list(df.columns)
     lines = ["| " + " | ".join(index_names + models) + " |", "| " + " | ".join(["---"] * len(index_names) +
@@ -75,7 +80,7 @@ def render_markdown(result: dict) -> str:
     sets = list(result["sets"])
     by_set = accuracy_table(rows, perturbation=CLEAN, bucket="all")
     pooled = accuracy_table(rows, perturbation=CLEAN, bucket="all", set=sets).rename(index={"all": "all sets"})
-    buckets = accuracy_table(rows, perturbation=CLEAN, set=sets).loc[[b[0] for b in BUCKETS]]
+    buckets = length_rows(accuracy_table(rows, perturbation=CLEAN, set=sets))
     kinds = accuracy_table(rows, bucket="all")
     sizes = ", ".join(f"{name} {n:,}" for name, n in result["sets"].items())
     parts = [f"# Held-out real text\n\nSources: {', '.join(result['sources'])} (no training row comes from them); "
@@ -100,7 +105,7 @@ def plot(result: dict, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     rows, sets = result["rows"], list(result["sets"])
-    panels = [(accuracy_table(rows, perturbation=CLEAN, set=sets).loc[[b[0] for b in BUCKETS]], "clean text by length"),
+    panels = [(length_rows(accuracy_table(rows, perturbation=CLEAN, set=sets)), "clean text by length"),
               (accuracy_table(rows, bucket="all", set=sets), "by perturbation (all sets)")]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
     for ax, (table, title) in zip(axes, panels):

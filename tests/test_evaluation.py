@@ -1,0 +1,72 @@
+"""The held-out evaluation: sets from held-out sources only, phrases, perturbations, buckets, tables, goals."""
+
+import numpy as np
+import pytest
+
+from pixelpipe.report.evaluation import (
+    BUCKETS, EvaluateSettings, accuracy_table, bucket_of, heldout_sets, perturbed, phrases, score,
+)  # fmt: skip
+from pixelpipe.report.evaluation_report import goals, render_markdown
+
+FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
+
+
+def settings(**kw) -> EvaluateSettings:
+    base = dict(sources=["udhr", "gettext-ui"], perturbations=["typos", "no_diacritics"], per_language=5, batch_size=64)
+    return EvaluateSettings.from_section({**base, **kw})
+
+
+def test_phrases_are_word_aligned_pieces_of_15_to_40_characters():
+    text = "Alle Menschen sind frei und gleich an Würde und Rechten geboren. Sie sind mit Vernunft und Gewissen begabt."
+    pieces = phrases(text, np.random.default_rng(0))
+    assert pieces and all(15 <= len(p) <= 40 for p in pieces)
+    words = text.split()
+    for p in pieces:  # every piece is a run of whole words of the text
+        first = words.index(p.split()[0])
+        assert " ".join(words[first : first + len(p.split())]) == p
+
+
+def test_sets_come_from_held_out_sources_only():
+    sets = heldout_sets(settings(), ["de", "ru", "he"], FONTS, seed=0)
+    assert set(sets) == {"prose", "phrases", "ui"}
+    assert set(sets["prose"]["source"]) == {"udhr"} and set(sets["ui"]["source"]) == {"gettext-ui"}
+    assert sets["prose"]["label"].value_counts().max() <= 5 and set(sets["ui"]["label"]) == {"de", "ru", "he"}
+    assert len(sets["phrases"]) <= len(sets["prose"])  # at most one phrase per sentence
+    with pytest.raises(ValueError, match="training source"):
+        heldout_sets(settings(sources=["firefox"]), ["de"], FONTS, seed=0)
+
+
+def test_perturbations_are_deterministic_and_clean_is_untouched():
+    texts, langs = ["Příliš žluťoučký kůň úpěl ďábelské ódy"] * 3, ["cs"] * 3
+    assert perturbed(texts, langs, "clean", 0) == texts
+    assert perturbed(texts, langs, "no_diacritics", 0)[0] == "Prilis zlutoucky kun upel dabelske ody"
+    a = perturbed(texts, langs, "typos", 0)
+    assert a == perturbed(texts, langs, "typos", 0) and a != perturbed(texts, langs, "typos", 1)
+
+
+def test_scores_by_bucket_and_goal_lengths_and_tables():
+    sets = {"ui": __import__("pandas").DataFrame({"text": ["a" * 10, "b" * 30, "c" * 50, "d" * 150],
+                                                   "label": ["x", "y", "x", "y"], "source": "s"})}
+    right = lambda texts: ["x" if t[0] in "ac" else "y" for t in texts]  # noqa: E731
+    wrong_long = lambda texts: ["x" if len(t) < 40 and t[0] == "a" else "y" for t in texts]  # noqa: E731
+    rows, examples = score({"good": right, "bad": wrong_long}, sets, [], seed=0, log=lambda m: None)
+    table = accuracy_table(rows, perturbation="clean", set="ui")
+    assert table.loc["all", "good"] == 100.0 and table.loc["all", "bad"] == 75.0
+    assert table.loc["40-100", "bad"] == 0.0 and table.loc[">40", "good"] == 100.0
+    assert [b[0] for b in BUCKETS] == ["<20", "20-40", "40-100", ">100"] and bucket_of(40) == "20-40"
+    assert examples["bad"] == [{"set": "ui", "text": "c" * 50, "label": "x"}] and examples["good"] == []
+
+
+def test_goals_compare_the_deployed_model_with_py3langid_and_the_student_with_the_teacher():
+    def rows_for(model, correct):
+        return [{"model": model, "set": s, "perturbation": p, "bucket": b, "n": 1000, "correct": correct}
+                for s in ("prose", "phrases", "ui") for p in ("clean", "lookalikes", "no_diacritics", "typos")
+                for b in (">40", "15-40", "all")]
+
+    rows = rows_for("onnx_fp32", 996) + rows_for("py3langid", 998) + rows_for("teacher", 997) + rows_for("student", 996)
+    got = {g["goal"]: g["met"] for g in goals(rows)}
+    assert got["onnx_fp32 >40 chars >= 99.5 %"] is True and got["onnx_fp32 >40 chars >= py3langid"] is False
+    assert got["student within 0.3 of teacher"] is True and got["onnx_int8 >40 chars >= 99.5 %"] is None
+    md = render_markdown({"rows": rows, "sets": {"prose": 1, "phrases": 1, "ui": 1}, "sources": ["udhr"],
+                          "goals": goals(rows)})
+    assert "| onnx_fp32 >40 chars >= py3langid | 99.60 | 99.80 | **no** |" in md
