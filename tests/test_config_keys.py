@@ -43,6 +43,7 @@ DIRECT_READS = {
     "hardware.profile": "pixelpipe/config/resolve.py",
     "hardware.device": "rules/encode.smk",
     "render.shard_size": "rules/render.smk",
+    "render.truncation_warning": "workflow_scripts/render.py",
     "student.checkpoint.keep_last": "pixelpipe/train/run.py",
     "student.checkpoint.every_steps": "pixelpipe/train/run.py",
     "encode.batch_size": "rules/encode.smk",

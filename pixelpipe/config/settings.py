@@ -13,8 +13,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-# Share of a split's texts that may be truncated before the render log and the run summary warn.
-TRUNCATION_WARN_SHARE = 0.01
 
 
 class SectionError(ValueError):

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..config.settings import TRUNCATION_WARN_SHARE, CellGrid, Section
+from ..config.settings import CellGrid, Section
 from ..core import io
 from .atlas import GlyphAtlas, clusters, is_plain, normalize
 
@@ -39,7 +39,7 @@ class RenderSettings(Section, CellGrid):
 
     SECTION = "render"
     # Keys of the `render` section that are not pixels (they decide how images are grouped into files).
-    NOT_PIXELS: ClassVar[tuple[str, ...]] = ("shard_size",)
+    NOT_PIXELS: ClassVar[tuple[str, ...]] = ("shard_size", "truncation_warning")
 
     fonts: tuple[str, ...]
     font_size: int
@@ -211,6 +211,7 @@ def render_split(
     progress: bool = True,
     desc: str = "render",
     log: Any = None,
+    truncation_warning: float = 0.25,
 ) -> dict[str, Any]:
     """Lay one split's texts out as glyph ids, shard by shard, streaming the corpus file; return the manifest.
 
@@ -248,7 +249,8 @@ def render_split(
     files = [os.path.relpath(p, manifest_path.parent) for p in shard_paths]
     manifest = split_manifest(settings, shard_size, files, sha256s, stats, atlas.to_dict(), dtype,
                               round(stats.rows / max(time.perf_counter() - t0, 1e-9), 1))
-    if log is not None and stats.rows and manifest["truncated_share"] > TRUNCATION_WARN_SHARE:
+    manifest["truncation_warning"] = truncation_warning
+    if log is not None and stats.rows and manifest["truncated_share"] > truncation_warning:
         log(f"warning: {manifest['truncated']} of {stats.rows} texts ({100 * manifest['truncated_share']:.1f} %) have "
             f"more than {settings.cells} characters and were truncated; raise render.line_chars or render.lines")
     io.write_json(manifest_path, manifest)

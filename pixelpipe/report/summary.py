@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config.settings import TRUNCATION_WARN_SHARE
 from ..core.io import read_json
 
 
@@ -40,7 +39,8 @@ def truncation(results_dir: str | Path) -> dict[str, dict]:
         m = read_json(manifest)
         r = m["render"]
         out[manifest.parent.name] = {"texts": m["count"], "truncated": m["truncated"],
-                                     "share": m["truncated_share"], "capacity": r["lines"] * r["line_chars"]}
+                                     "share": m["truncated_share"], "capacity": r["lines"] * r["line_chars"],
+                                     "warn": m.get("truncation_warning", 0.25)}
     return out
 
 
@@ -54,7 +54,7 @@ def accuracy_summary(results_dir: str | Path) -> str:
             extra.append(f"trained in {r['train_s']:.0f} s")
         lines.append(f"  {r['model']:24s} test accuracy {r['test_accuracy']:.4f}" + (f"  ({', '.join(extra)})" if extra else ""))
     for split, t in truncation(results_dir).items():
-        if t["share"] > TRUNCATION_WARN_SHARE:
+        if t["share"] > t["warn"]:
             lines.append(f"  warning: {t['truncated']} of {t['texts']} {split} texts ({100 * t['share']:.1f} %) were "
                          f"truncated to {t['capacity']} characters (render.line_chars x render.lines)")
     return "pixelpipe results:\n" + "\n".join(lines) if lines else ""
