@@ -359,7 +359,9 @@ def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Te
 
 
 def trimmed(batch: dict[str, torch.Tensor], line_chars: int, lines: int) -> dict[str, torch.Tensor]:
-    """The batch without the glyph columns no text reaches (the model masks them anyway)."""
+    """The batch without the glyph columns no text reaches (the model masks them anyway); images pass as they are."""
+    if "glyphs" not in batch:
+        return batch
     return {**batch, "glyphs": trim(batch["glyphs"], batch["length"], line_chars, lines)}
 
 
