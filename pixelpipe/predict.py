@@ -76,10 +76,10 @@ def classify(predictor: Predictor, chunk: list[tuple[str | None, str]], top: int
     texts = [t if t is not None else "" for t, _ in chunk]
     preds = predictor.predict(texts, top)
     for (text, where), pred in zip(chunk, preds):
-        if text is None:
-            pred.error = where.split(" is ", 1)[1] if " is " in where else "not UTF-8"
+        if text is None:  # `where` ends with the reason (read_lines); the file's name may hold " is " too
+            pred.error = where.rsplit(" is ", 1)[1]
         if pred.error is not None and strict:
-            raise InputError(f"{where}: {pred.error}")
+            raise InputError(where if text is None else f"{where}: {pred.error}")
     return preds
 
 
