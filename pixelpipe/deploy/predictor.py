@@ -157,8 +157,12 @@ class Predictor:
         """(probabilities [N, classes], error per text or None (its row is NaN), characters per text)."""
         ids, full, errors = self.layout(texts)
         self._count(ids, full, errors)
-        probs = onnxmodel.softmax(self.logits(ids, np.minimum(full, self.settings.cells)).astype(np.float64))
-        probs[[e is not None for e in errors]] = np.nan
+        ok = np.array([e is None for e in errors], bool)
+        probs = np.full((len(texts), len(self.labels)), np.nan)
+        # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
+        # and its NaN logits would fail the finiteness check for the whole batch
+        logits = self.logits(ids[ok], np.minimum(full[ok], self.settings.cells))
+        probs[ok] = onnxmodel.softmax(logits.astype(np.float64))
         return probs, errors, full
 
     def predict(self, texts: Sequence[str], top: int = 1) -> list[Prediction]:
