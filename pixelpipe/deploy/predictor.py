@@ -124,12 +124,12 @@ class Predictor:
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
         cells = self.settings.cells
         ok = np.array([e is None for e in errors], bool)
-        lengths = np.minimum(full, cells)
-        used = ids[ok][np.arange(ids.shape[1])[None, :] < lengths[ok][:, None]]
+        valid = np.arange(ids.shape[1])[None, :] < np.minimum(full, cells)[ok][:, None]
+        rows = np.where(valid, ids[ok], -1)  # the blank past a text's end is not a character of the text
+        used = rows[valid]
         unseen = np.unique(used[(used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]])
         if len(unseen):
             names = self.atlas.clusters
-            rows = ids[ok]
             for g in unseen:
                 self.notices.unseen[names[g]] += int((rows == g).any(1).sum())
         self.notices.truncated += int((full[ok] > cells).sum())
