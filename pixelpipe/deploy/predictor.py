@@ -67,6 +67,21 @@ class Notices:
         return out
 
 
+def table_width(session) -> int | str | None:
+    """The width of the model's `glyph_table` input, an overridable initializer (None when the graph has none)."""
+    inputs = [*session.get_inputs(), *session.get_overridable_initializers()]
+    return next((i.shape[1] for i in inputs if i.name == onnxmodel.TABLE_NAME), None)
+
+
+def check_fold(fold: FoldMap, pixels: int, width: int | str | None) -> None:
+    """ValueError unless the fold map turns a cell's pixels into rows the model's table takes: checked at load,
+    not at the first character the atlas lacks."""
+    want = (pixels, width if isinstance(width, int) else fold.matrix.shape[-1])
+    if width is None or fold.matrix.shape != want or fold.offset.shape != want[1:]:
+        raise ValueError(f"fold map {fold.matrix.shape} + {fold.offset.shape} does not fit the model's glyph table "
+                         f"input (width {width}) and {pixels}-pixel cells")
+
+
 class Predictor:
     """An exported pixelpipe model loaded once; `predict` / `predict_proba` over any number of texts."""
 
@@ -82,6 +97,7 @@ class Predictor:
             self.settings = RenderSettings.from_section(self.config["render"])
             self.atlas = GlyphAtlas.from_dict(self.config["atlas"], self.settings.fonts, self.settings.font_size)
             self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
+            check_fold(self.fold, self.settings.cell_height * self.settings.cell_width, table_width(self.session))
         except (TypeError, ValueError, KeyError) as e:
             raise onnxmodel.ModelFileError(f"the model's render settings, atlas or fold map cannot be used: {e}") \
                 from None
