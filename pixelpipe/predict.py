@@ -57,6 +57,11 @@ def read_lines(path: str) -> Iterator[tuple[str | None, str]]:
 
 def inputs(args: argparse.Namespace) -> Iterator[tuple[str | None, str]]:
     for i, text in enumerate(args.texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8 reach argv as lone surrogates (surrogateescape)
+            yield None, f"text {i} is not UTF-8 (character {e.start})"
+            continue
         yield text, f"text {i}"
     for path in args.file:
         yield from read_lines(path)
