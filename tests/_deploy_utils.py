@@ -42,9 +42,9 @@ def real_texts() -> tuple[str, ...]:
     return tuple(strings.groupby("label").head(2)["text"].tolist()) + tuple(MULTILINGUAL)
 
 
-def render_settings(lines: int = 1, line_chars: int = 24) -> RenderSettings:
+def render_settings(lines: int = 1, line_chars: int = 24, channels: int = 1) -> RenderSettings:
     return RenderSettings.from_section(dict(fonts=FONTS, font_size=12, cell_height=16, cell_width=8,
-                                            line_chars=line_chars, lines=lines, channels=1))
+                                            line_chars=line_chars, lines=lines, channels=channels))
 
 
 def real_charset() -> list[str]:
@@ -56,12 +56,14 @@ def real_atlas(charset: Sequence[str] | None = None) -> GlyphAtlas:
 
 
 def tiny_student(settings: RenderSettings, atlas: GlyphAtlas, core: str = "none", stem: str = "pair",
-                 seed: int = 0) -> TRMVisionEncoder:
-    """A tiny encoder over `atlas`, weights moved away from their initialization (eval mode)."""
+                 seed: int = 0, **model: Any) -> TRMVisionEncoder:
+    """A tiny encoder over `atlas`, weights moved away from their initialization (eval mode); `model` overrides
+    `{role}.model` keys (mixer_kernel, positions, ...)."""
+    shape = {**dict(core=core, stem=stem, mixer_kernel=3, mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2,
+                    mlp_ratio=1.0, H_cycles=1, L_cycles=1, num_capsules=2), **model}
     cfg = EncoderConfig(channels=settings.channels, cell_height=settings.cell_height, cell_width=settings.cell_width,
-                        lines=settings.lines, line_chars=settings.line_chars, core=core, stem=stem, mixer_kernel=3,
-                        mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2, mlp_ratio=1.0, H_cycles=1,
-                        L_cycles=1, num_capsules=2, num_classes=len(LABELS), num_children=4, checksum_bits=32)
+                        lines=settings.lines, line_chars=settings.line_chars, num_classes=len(LABELS),
+                        num_children=4, checksum_bits=32, **shape)
     torch.manual_seed(seed)
     model = TRMVisionEncoder(cfg, torch.from_numpy(atlas.cells.copy())).eval()
     with torch.no_grad():

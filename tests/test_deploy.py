@@ -22,10 +22,10 @@ SHAPES = [(core, stem, lines) for core in ("none", "recursive") for stem in ("pa
 QUICK_EXPORTS = [("none", "pair", 1), ("recursive", "cell", 2)]  # the deployed student's form, and the other corner
 
 
-def _layout_case(lines: int):
+def _layout_case(lines: int, channels: int = 1):
     """(settings, atlas, texts, glyph ids, lengths): real texts of every script, a text of one character, one of
     exactly the layout's capacity and one longer (truncated)."""
-    settings = du.render_settings(lines, 24 // lines)
+    settings = du.render_settings(lines, 24 // lines, channels)
     atlas = du.real_atlas()
     long = " ".join(du.real_texts())
     texts = [*du.real_texts(), "a", long[: settings.cells], long[: 3 * settings.cells]]
@@ -34,19 +34,28 @@ def _layout_case(lines: int):
     return settings, atlas, texts, ids, lengths
 
 
-def _student(core: str, stem: str, lines: int):
-    settings, atlas, _, ids, lengths = _layout_case(lines)
-    model = du.tiny_student(settings, atlas, core, stem)
-    return model, settings, atlas, ids, lengths
+def _student(core: str, stem: str, lines: int, channels: int = 1, **model):
+    settings, atlas, _, ids, lengths = _layout_case(lines, channels)
+    return du.tiny_student(settings, atlas, core, stem, **model), settings, atlas, ids, lengths
 
 
-@pytest.mark.parametrize("core,stem,lines", SHAPES)
-def test_folded_module_computes_the_torch_student(core, stem, lines):
+# Beyond the grid: RGB images (gray replicated), learned positions (which keep the n-gram convolution unfolded),
+# n-gram kernels of 1 and 5 tokens.
+VARIANTS = [("none", "pair", 1, dict(channels=3)), ("recursive", "pair", 1, dict(channels=3)),
+            ("none", "pair", 1, dict(positions=True)), ("recursive", "pair", 2, dict(positions=True)),
+            ("none", "cell", 1, dict(mixer_kernel=5)), ("none", "pair", 1, dict(mixer_kernel=1)),
+            ("recursive", "pair", 1, dict(mixer_kernel=5))]
+
+
+@pytest.mark.parametrize("core,stem,lines,variant", [(*s, {}) for s in SHAPES] + VARIANTS,
+                         ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "grid" if isinstance(v, dict) else None)
+def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     """Rendering and the stem (and for core none on one line the n-gram convolution) folded into per-glyph tables
     give the torch student's logits on real text, trimmed to the batch's longest text or padded to the layout."""
-    model, settings, atlas, ids, lengths = _student(core, stem, lines)
+    model, settings, atlas, ids, lengths = _student(core, stem, lines, **variant)
     module, fold = folded_module(model, atlas.cells)
-    expected = FoldedNgramStudent if (core, lines) == ("none", 1) else FoldedStemEncoder
+    ngram = (core, lines) == ("none", 1) and not variant.get("positions")
+    expected = FoldedNgramStudent if ngram else FoldedStemEncoder
     assert isinstance(module, expected)
     assert deploy_form(model) == ("ngram" if expected is FoldedNgramStudent else "stem")
     ref = du.torch_logits(model, ids, lengths)
