@@ -11,6 +11,7 @@ import torch
 from pixelpipe.deploy import onnxmodel
 from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, deploy_form, folded_module
+from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
@@ -47,8 +48,11 @@ VARIANTS = [("none", "pair", 1, dict(channels=3)), ("recursive", "pair", 1, dict
             ("recursive", "pair", 1, dict(mixer_kernel=5))]
 
 
-@pytest.mark.parametrize("core,stem,lines,variant", [(*s, {}) for s in SHAPES] + VARIANTS,
-                         ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "grid" if isinstance(v, dict) else None)
+def _variant_id(value):
+    return ",".join(f"{k}={v}" for k, v in value.items()) or "grid" if isinstance(value, dict) else None
+
+
+@pytest.mark.parametrize("core,stem,lines,variant", [(*s, {}) for s in SHAPES] + VARIANTS, ids=_variant_id)
 def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     """Rendering and the stem (and for core none on one line the n-gram convolution) folded into per-glyph tables
     give the torch student's logits on real text, trimmed to the batch's longest text or padded to the layout."""
@@ -97,10 +101,11 @@ def test_onnx_export_computes_the_torch_student(exported, core, stem, lines):
     session = onnxmodel.open_session(path, 1)
     feeds = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
     np.testing.assert_allclose(onnxmodel.run_logits(session, feeds), ref, atol=1e-4, rtol=0)
-    for i in (-3, -1):  # "a" (1 token, or one line) and the truncated text, each alone
+    assert lengths[-3] == 1 and lengths[-1] == settings.cells
+    for i, tokens in ((-3, 1 if lines == 1 else settings.line_chars), (-1, settings.cells)):  # "a"; truncated text
         one = onnxmodel.deployed_batch(ids[i:][:1], lengths[i:][:1], settings.lines, settings.line_chars)
+        assert one["glyphs"].shape == (1, tokens)
         np.testing.assert_allclose(onnxmodel.run_logits(session, one), ref[i:][:1], atol=1e-4, rtol=0)
-    assert one["glyphs"].shape[1] == settings.cells and lengths[-3] == 1
 
 
 @pytest.mark.parametrize("core,stem,lines", QUICK_EXPORTS)
@@ -112,10 +117,7 @@ def test_glyph_table_is_an_overridable_input(exported, core, stem, lines):
     session = onnxmodel.open_session(path, 1)
     meta = onnxmodel.read_metadata(session)
     fold = meta["fold"]
-    table = onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"])
-    from pixelpipe.deploy.foldmap import FoldMap
-
-    rebuilt = FoldMap(*table).table(atlas.cells)
+    rebuilt = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"])).table(atlas.cells)
     stored = next(t for t in onnx.load(str(path)).graph.initializer if t.name == onnxmodel.TABLE_NAME)
     np.testing.assert_allclose(onnx.numpy_helper.to_array(stored), rebuilt, atol=1e-6)
     assert fold["form"] == ("ngram" if (core, lines) == ("none", 1) else "stem")
