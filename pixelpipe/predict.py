@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import IO, Iterator, Sequence
@@ -29,6 +30,7 @@ from .deploy import onnxmodel
 from .deploy.predictor import Prediction, Predictor
 
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a Unix tool whose reader left
 CHUNK = 4096  # lines read, classified and written at a time
 
 
@@ -55,6 +57,11 @@ def read_lines(path: str) -> Iterator[tuple[str | None, str]]:
 
 def inputs(args: argparse.Namespace) -> Iterator[tuple[str | None, str]]:
     for i, text in enumerate(args.texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8 reach argv as lone surrogates (surrogateescape)
+            yield None, f"text {i} is not UTF-8 (character {e.start})"
+            continue
         yield text, f"text {i}"
     for path in args.file:
         yield from read_lines(path)
@@ -76,10 +83,10 @@ def classify(predictor: Predictor, chunk: list[tuple[str | None, str]], top: int
     texts = [t if t is not None else "" for t, _ in chunk]
     preds = predictor.predict(texts, top)
     for (text, where), pred in zip(chunk, preds):
-        if text is None:
-            pred.error = where.split(" is ", 1)[1] if " is " in where else "not UTF-8"
+        if text is None:  # `where` ends with the reason (read_lines); the file's name may hold " is " too
+            pred.error = where.rsplit(" is ", 1)[1]
         if pred.error is not None and strict:
-            raise InputError(f"{where}: {pred.error}")
+            raise InputError(where if text is None else f"{where}: {pred.error}")
     return preds
 
 
@@ -189,7 +196,13 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main() -> None:
-    sys.exit(run())
+    try:
+        code = run()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left early (`predict ... | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush would fail again
+        code = EXIT_BROKEN_PIPE
+    sys.exit(code)
 
 
 if __name__ == "__main__":

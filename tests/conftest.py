@@ -28,3 +28,11 @@ def tiny_workdir(tmp_path_factory) -> Path:
 def tiny_run(tiny_workdir) -> Path:
     """The tiny run's results/ directory."""
     return tiny_workdir / "results"
+
+
+@pytest.fixture(scope="session")
+def deployed_student(tmp_path_factory):
+    """A tiny `core: none` student over an atlas of real text, exported to ONNX in seconds (tests/_deploy_utils.py)."""
+    from tests._deploy_utils import Deployed
+
+    return Deployed(tmp_path_factory.mktemp("deployed") / "student.onnx")

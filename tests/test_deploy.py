@@ -1,16 +1,138 @@
-"""Export, quantize and deploy benchmark on the tiny config: the rules end to end, then each guarantee."""
+"""Export, quantize and deploy benchmark: the folded student computes the torch student (tiny models over a real
+atlas, every core/stem/layout), then the rules end to end on the tiny config and each guarantee."""
 
 import json
 
 import numpy as np
 import onnx
 import pytest
+import torch
 
 from pixelpipe.deploy import onnxmodel
 from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
+from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, deploy_form, folded_module
+from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
 from pixelpipe.model.checkpoint import load_model
+from tests import _deploy_utils as du
 from tests._config_utils import section
+
+# ---- folding: the deployed module and its ONNX file compute the torch student, on real text --------------------
+
+SHAPES = [(core, stem, lines) for core in ("none", "recursive") for stem in ("pair", "cell") for lines in (1, 2)]
+QUICK_EXPORTS = [("none", "pair", 1), ("recursive", "cell", 2)]  # the deployed student's form, and the other corner
+
+
+def _layout_case(lines: int, channels: int = 1):
+    """(settings, atlas, texts, glyph ids, lengths): real texts of every script, a text of one character, one of
+    exactly the layout's capacity and one longer (truncated)."""
+    settings = du.render_settings(lines, 24 // lines, channels)
+    atlas = du.real_atlas()
+    long = " ".join(du.real_texts())
+    texts = [*du.real_texts(), "a", long[: settings.cells], long[: 3 * settings.cells]]
+    ids, lengths = du.layout(settings, atlas, texts)
+    assert lengths.min() == 1 and (lengths == settings.cells).sum() >= 2
+    return settings, atlas, texts, ids, lengths
+
+
+def _student(core: str, stem: str, lines: int, channels: int = 1, **model):
+    settings, atlas, _, ids, lengths = _layout_case(lines, channels)
+    return du.tiny_student(settings, atlas, core, stem, **model), settings, atlas, ids, lengths
+
+
+# Beyond the grid: RGB images (gray replicated), learned positions (which keep the n-gram convolution unfolded),
+# n-gram kernels of 1 and 5 tokens.
+VARIANTS = [("none", "pair", 1, dict(channels=3)), ("recursive", "pair", 1, dict(channels=3)),
+            ("none", "pair", 1, dict(positions=True)), ("recursive", "pair", 2, dict(positions=True)),
+            ("none", "cell", 1, dict(mixer_kernel=5)), ("none", "pair", 1, dict(mixer_kernel=1)),
+            ("recursive", "pair", 1, dict(mixer_kernel=5))]
+
+
+def _variant_id(value):
+    return ",".join(f"{k}={v}" for k, v in value.items()) or "grid" if isinstance(value, dict) else None
+
+
+@pytest.mark.parametrize("core,stem,lines,variant", [(*s, {}) for s in SHAPES] + VARIANTS, ids=_variant_id)
+def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
+    """Rendering and the stem (and for core none on one line the n-gram convolution) folded into per-glyph tables
+    give the torch student's logits on real text, trimmed to the batch's longest text or padded to the layout."""
+    model, settings, atlas, ids, lengths = _student(core, stem, lines, **variant)
+    module, fold = folded_module(model, atlas.cells)
+    ngram = (core, lines) == ("none", 1) and not variant.get("positions")
+    expected = FoldedNgramStudent if ngram else FoldedStemEncoder
+    assert isinstance(module, expected)
+    assert deploy_form(model) == ("ngram" if expected is FoldedNgramStudent else "stem")
+    ref = du.torch_logits(model, ids, lengths)
+    assert np.abs(ref).max() > 0.1  # real numbers, not a model that outputs ~0 whatever it reads
+    trimmed = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
+    assert trimmed["glyphs"].shape[1] == settings.cells  # the batch holds a text at the capacity
+    padded = {**trimmed, "glyphs": np.where(np.arange(settings.cells) < lengths[:, None], ids + 1, 0)}
+    with torch.inference_mode():
+        for feeds in (trimmed, padded):
+            got = module(*(torch.from_numpy(feeds[k]) for k in onnxmodel.INPUT_NAMES)).numpy()
+            np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(module.glyph_table.numpy(), fold.table(atlas.cells), atol=0)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Each student shape exported once per module: (core, stem, lines) -> (model, settings, atlas, ids, lengths,
+    path)."""
+    cache: dict = {}
+
+    def get(core: str, stem: str, lines: int):
+        if (core, stem, lines) not in cache:
+            model, settings, atlas, ids, lengths = _student(core, stem, lines)
+            config = du.student_config(model, settings, atlas)
+            path = du.export(model, config, tmp_path_factory.mktemp(f"{core}-{stem}-{lines}") / "student.onnx")
+            cache[core, stem, lines] = (model, settings, atlas, ids, lengths, path)
+        return cache[core, stem, lines]
+
+    return get
+
+
+@pytest.mark.parametrize("core,stem,lines", [s if s in QUICK_EXPORTS else pytest.param(*s, marks=pytest.mark.slow)
+                                             for s in SHAPES])
+def test_onnx_export_computes_the_torch_student(exported, core, stem, lines):
+    """The exported file (onnxruntime) agrees with torch on real text within 1e-4, for a whole batch and for
+    texts alone (dynamic batch and token axes): the one-character text and the truncated one."""
+    model, settings, atlas, ids, lengths, path = exported(core, stem, lines)
+    ref = du.torch_logits(model, ids, lengths)
+    session = onnxmodel.open_session(path, 1)
+    feeds = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
+    np.testing.assert_allclose(onnxmodel.run_logits(session, feeds), ref, atol=1e-4, rtol=0)
+    assert lengths[-3] == 1 and lengths[-1] == settings.cells
+    for i, tokens in ((-3, 1 if lines == 1 else settings.line_chars), (-1, settings.cells)):  # "a"; truncated text
+        one = onnxmodel.deployed_batch(ids[i:][:1], lengths[i:][:1], settings.lines, settings.line_chars)
+        assert one["glyphs"].shape == (1, tokens)
+        np.testing.assert_allclose(onnxmodel.run_logits(session, one), ref[i:][:1], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("core,stem,lines", QUICK_EXPORTS)
+def test_glyph_table_is_an_overridable_input(exported, core, stem, lines):
+    """The exported table is the default of the `glyph_table` input and is what the metadata's fold map computes
+    from the atlas; a table extended with more rows (characters folded at predict time) gives the same logits
+    for the old ids, and the rows passed are the ones used."""
+    model, settings, atlas, ids, lengths, path = exported(core, stem, lines)
+    session = onnxmodel.open_session(path, 1)
+    meta = onnxmodel.read_metadata(session)
+    fold = meta["fold"]
+    rebuilt = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"])).table(atlas.cells)
+    stored = next(t for t in onnx.load(str(path)).graph.initializer if t.name == onnxmodel.TABLE_NAME)
+    np.testing.assert_allclose(onnx.numpy_helper.to_array(stored), rebuilt, atol=1e-6)
+    assert fold["form"] == ("ngram" if (core, lines) == ("none", 1) else "stem")
+    feeds = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
+    default = onnxmodel.run_logits(session, feeds)
+    extra = np.random.default_rng(0).normal(size=(5, rebuilt.shape[1])).astype(np.float32)
+    extended = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: np.concatenate([rebuilt, extra])})
+    np.testing.assert_allclose(extended, default, atol=1e-6, rtol=0)
+    changed = rebuilt.copy()
+    changed[feeds["glyphs"][0, 0]] += extra[0]  # not a constant shift: the recursive core's norms would cancel it
+    moved = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: changed})
+    assert np.abs(moved[0] - default[0]).max() > 1e-3
+
+
+# ---- the rules end to end on the tiny config -------------------------------------------------------------------
 
 
 def test_default_target_builds_models_and_report(tiny_run):
@@ -33,9 +155,12 @@ def test_onnx_is_valid_opset18_with_dynamic_batch(tiny_run):
     model = onnx.load(str(tiny_run / "models/student.onnx"))
     onnx.checker.check_model(model, full_check=True)
     assert next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 18
-    (inp,) = model.graph.input
-    assert inp.name == "images" and inp.type.tensor_type.shape.dim[0].dim_param  # symbolic batch axis
-    assert [o.name for o in model.graph.output] == ["logits", "sketches"]
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    assert list(dims) == ["glyphs", "lengths", "glyph_table"]
+    assert all(isinstance(d, str) for d in dims["glyphs"]) and dims["glyphs"][0] == dims["lengths"][0]  # symbolic
+    assert isinstance(dims["glyph_table"][0], str) and dims["glyph_table"][1] > 0  # any number of rows
+    assert onnxmodel.TABLE_NAME in {t.name for t in model.graph.initializer}  # ... with the exported one as default
+    assert [o.name for o in model.graph.output] == ["logits"]
     assert not any(n.metadata_props for n in model.graph.node)  # exporter stack traces stripped
     blobs = [(t.data_type, tuple(t.dims), t.raw_data) for t in model.graph.initializer if t.raw_data]
     assert len(blobs) == len(set(blobs))  # recursion-shared weights stored once
@@ -43,19 +168,19 @@ def test_onnx_is_valid_opset18_with_dynamic_batch(tiny_run):
 
 def test_parity_with_torch_on_val(tiny_run):
     torch_model, _ = load_model(tiny_run / "student")
-    images = np.load(tiny_run / "cache/val/shard-00000.npy")
+    rows = np.load(tiny_run / "cache/val/shard-00000.npy")
     session = onnxmodel.open_session(tiny_run / "models/student.onnx", 1)
-    for batch in (1, 7, 256):  # dynamic batch axis: any batch size computes the same
-        report = check_parity(session, torch_model, images, atol=1e-3, max_label_mismatch=0.001, batch_size=batch)
-        assert report.ok and report.samples == len(images) and report.label_mismatches == 0
-        assert report.max_abs_logits < 1e-4 and report.max_abs_sketches < 1e-3
+    for batch in (1, 7, 256):  # dynamic batch and token axes: any batch, trimmed to its longest text, computes the same
+        report = check_parity(session, torch_model, rows, atol=1e-3, max_label_mismatch=0.001, batch_size=batch)
+        assert report.ok and report.samples == len(rows) and report.label_mismatches == 0
+        assert report.max_abs_logits < 1e-4
 
 
 def test_parity_failure_fails_export_and_writes_nothing(tiny_run, tmp_path):
-    images = np.load(tiny_run / "cache/val/shard-00000.npy")
+    rows = np.load(tiny_run / "cache/val/shard-00000.npy")
     out = tmp_path / "student.onnx"
     with pytest.raises(ParityError, match=r"max \|onnx - torch\| on logits .* \(tolerance 1e-15\)"):
-        export_and_verify(tiny_run / "student", out, images, opset=18, atol=1e-15, max_label_mismatch=0.001,
+        export_and_verify(tiny_run / "student", out, rows, opset=18, atol=1e-15, max_label_mismatch=0.001,
                           log=lambda m: None)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -66,6 +191,8 @@ def test_metadata_makes_the_file_self_contained(tiny_run):
         meta = onnxmodel.read_metadata(tiny_run / "models" / name)
         assert meta["config"] == student_cfg
         assert meta["config"]["render"]["fonts"] and meta["config"]["atlas"]["sha256"]
+        assert meta["fold"]["form"] == "ngram"  # the tiny student is core none on one line: stem and n-grams fold
+        assert onnxmodel.decode_array(meta["fold"]["matrix"]).shape[0] == 16 * 8  # pixels of one cell -> a row
 
 
 def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
@@ -79,11 +206,27 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
     m = json.loads((tiny_run / "metrics/quantize_onnx/student.json").read_text())
     assert m["calibration_samples_used"] == 64
     assert m["accuracy_drop_points"] <= 10.0  # the tiny config's gate: 38 near-ties of a barely trained student
-    # int8 logits stay close to fp32 on real test images (the default student's drop: docs/deploy.md)
-    images = np.load(tiny_run / "cache/test/shard-00000.npy")
-    a = onnxmodel.run_logits(onnxmodel.open_session(fp32, 1), images)
-    b = onnxmodel.run_logits(onnxmodel.open_session(int8, 1), images)
-    assert np.abs(a - b).max() < 0.1 * max(1.0, np.abs(a).max())
+    # int8 logits stay close to fp32 on real test rows (the default student's drop: docs/deploy.md)
+    sessions = onnxmodel.open_session(fp32, 1), onnxmodel.open_session(int8, 1)
+    for feeds, _ in onnxmodel.split_batches(tiny_run / "cache/test"):
+        a, b = (onnxmodel.run_logits(s, feeds) for s in sessions)
+        assert np.abs(a - b).max() < 0.1 * max(1.0, np.abs(a).max())
+
+
+def test_int8_keeps_the_glyph_table_overridable(tiny_run):
+    """Quantization leaves the table a float input that predict can extend: extra rows change nothing for the old
+    ids, and a changed row is used."""
+    session = onnxmodel.open_session(tiny_run / "models/student.int8.onnx", 1)
+    table = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(tiny_run / "models/student.int8.onnx")).graph
+                                            .initializer if t.name == onnxmodel.TABLE_NAME))
+    feeds, _ = next(onnxmodel.split_batches(tiny_run / "cache/test"))
+    default = onnxmodel.run_logits(session, feeds)
+    extended = np.concatenate([table, np.ones((3, table.shape[1]), np.float32)])
+    np.testing.assert_allclose(onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: extended}), default,
+                               atol=1e-6)
+    table = table.copy()
+    table[feeds["glyphs"][0, 0]] += np.random.default_rng(0).normal(size=table.shape[1]).astype(np.float32)
+    assert np.abs(onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: table}) - default).max() > 1e-3
 
 
 def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):
@@ -104,16 +247,21 @@ def test_dynamic_quantization_alternative(tiny_run, tmp_path):
     assert onnxmodel.read_metadata(out)["config"]["labels"]
 
 
-def test_calibration_reader_reads_real_images(tiny_run):
+def test_calibration_reader_reads_real_rows(tiny_run):
+    """Calibration feeds the deployed model's own inputs: real train rows as deployed glyph ids, trimmed."""
     shards = sorted((tiny_run / "cache/train").glob("shard-*.npy"))
     reader = CacheCalibrationReader(shards, samples=150, batch_size=64)
     batches = list(iter(reader.get_next, None))
-    assert [len(b["images"]) for b in batches] == [64, 64, 22] and reader.used == 150
+    assert [len(b["lengths"]) for b in batches] == [64, 64, 22] and reader.used == 150
+    assert all(set(b) == {"glyphs", "lengths"} for b in batches)
     first = np.load(shards[0])[:64]
-    np.testing.assert_allclose(batches[0]["images"], first.astype(np.float32) / 255, rtol=1e-6)
-    assert batches[0]["images"].dtype == np.float32 and batches[0]["images"].max() <= 1.0
+    glyphs, lengths = batches[0]["glyphs"], batches[0]["lengths"]
+    assert glyphs.dtype == np.int64 and glyphs.shape == (64, first["length"].max())
+    assert lengths.tolist() == first["length"].tolist()
+    inside = np.arange(glyphs.shape[1]) < lengths[:, None]
+    assert (glyphs[inside] == first["glyphs"][:, : glyphs.shape[1]][inside] + 1).all() and (glyphs[~inside] == 0).all()
     reader.rewind()
-    assert len(reader.get_next()["images"]) == 64
+    assert len(reader.get_next()["lengths"]) == 64
 
 
 def test_report_states_goal_and_ratios(tiny_run):

@@ -106,11 +106,13 @@ def test_failed_stage_log_carries_the_traceback(tmp_path):
 def cache_split(tmp_path) -> Path:
     """A tiny rendered split `train` (2 shards) in a fresh directory, so each test may damage it."""
     from pixelpipe.data.render import render_split
-    from tests.test_render import settings
+    from tests.test_render import settings, write_corpus
 
     d = tmp_path / "cache" / "train"
-    render_split([f"text {i}" for i in range(5)], [i % 2 for i in range(5)], [f"id{i}" for i in range(5)], settings(),
-                 [d / "shard-00000.npy", d / "shard-00001.npy"], d / "manifest.json", shard_size=3, progress=False)
+    corpus, charset = write_corpus(tmp_path / "corpus" / "train.parquet", [f"text {i}" for i in range(5)],
+                                   [i % 2 for i in range(5)])
+    render_split(corpus, charset, settings(), [d / "shard-00000.npy", d / "shard-00001.npy"], d / "manifest.json",
+                 shard_size=3, progress=False)
     return d
 
 
@@ -316,19 +318,20 @@ def test_fp16_tolerates_the_steps_its_scaler_skips(monkeypatch):
 
 
 class _Session:
-    """An onnxruntime stand-in returning fixed outputs, for the parity gate."""
+    """An onnxruntime stand-in computing its outputs from the deployed inputs, for the parity gate."""
 
     def __init__(self, outputs_fn):
         self.outputs_fn = outputs_fn
 
     def run(self, names, feeds):
-        return self.outputs_fn(feeds["images"])
+        return self.outputs_fn(feeds["glyphs"], feeds["lengths"])
 
 
 @pytest.mark.parametrize("broken", ["onnx outputs NaN", "both NaN (NaN weights)"])
 def test_parity_gate_fails_on_nan(broken):
+    from pixelpipe.data.render import row_dtype
     from pixelpipe.deploy.export import check_parity
-    from tests._engine_utils import tiny_model
+    from tests._engine_utils import GLYPHS, tiny_model
 
     model = tiny_model().eval()
     if broken.startswith("both"):
@@ -336,16 +339,17 @@ def test_parity_gate_fails_on_nan(broken):
             for p in model.parameters():
                 p.fill_(float("nan"))
 
-    def outputs(x):
+    def outputs(glyphs, lengths):  # deployed ids (atlas id + 1, 0 past the end) back to the torch model's glyph path
         with torch.inference_mode():
-            out = model(torch.from_numpy(x))
-        logits = out["logits"].numpy().copy()
+            logits = model(torch.from_numpy(np.maximum(glyphs - 1, 0)), torch.from_numpy(lengths))["logits"].numpy()
         if broken.startswith("onnx"):
             logits[0, 0] = np.nan
-        return logits, out["sketches"].numpy()
+        return [logits]
 
-    images = np.random.default_rng(0).integers(0, 255, (3, 1, 16, 32), dtype=np.uint8)
-    report = check_parity(_Session(outputs), model, images, atol=1e-3, max_label_mismatch=1.0)
+    rows = np.zeros(3, row_dtype(4, "uint16"))
+    rows["glyphs"] = np.random.default_rng(0).integers(1, GLYPHS, (3, 4))
+    rows["length"] = [4, 2, 1]
+    report = check_parity(_Session(outputs), model, rows, atol=1e-3, max_label_mismatch=1.0)
     assert np.isnan(report.max_abs_logits) and not report.ok
 
 
@@ -587,18 +591,18 @@ def test_editing_the_corpus_file_reruns_the_corpus_rule(tmp_path):
 
 
 class _Limited(torch.nn.Module):
-    """A model that runs out of memory above `limit` images per forward (CUDA's error, or CPU's MemoryError)."""
+    """A model that runs out of memory above `limit` texts per forward (CUDA's error, or CPU's MemoryError)."""
 
     def __init__(self, model, limit: int, error: type[BaseException]):
         super().__init__()
         self.model, self.cfg, self.limit, self.error, self.calls = model, model.cfg, limit, error, []
 
-    def forward(self, images):
-        self.calls.append(len(images))
-        if len(images) > self.limit:
+    def forward(self, inputs, lengths):
+        self.calls.append(len(inputs))
+        if len(inputs) > self.limit:
             raise self.error("CUDA out of memory. Tried to allocate 2.00 GiB" if self.error is RuntimeError
                              else "DefaultCPUAllocator: can't allocate memory")
-        return self.model(images)
+        return self.model(inputs, lengths)
 
 
 @pytest.mark.parametrize("error", [RuntimeError, MemoryError])
@@ -614,18 +618,20 @@ def test_evaluate_halves_the_batch_on_out_of_memory(error):
 
 
 def test_encode_halves_the_batch_on_out_of_memory(tmp_path):
+    from pixelpipe.data.render import row_dtype
     from pixelpipe.train.encode import encode_shard
     from tests._engine_utils import ToyImages, tiny_model
 
-    images = ToyImages(12).images.numpy()
-    np.save(tmp_path / "shard.npy", images)
+    toy = ToyImages(12)
+    rows = np.zeros(12, row_dtype(4, "uint16"))
+    rows["glyphs"], rows["label"], rows["length"] = toy.glyphs.numpy(), toy.labels.numpy(), [4, 1, 3] * 4
+    np.save(tmp_path / "shard.npy", rows)
+    rows = np.load(tmp_path / "shard.npy", mmap_mode="r")  # as encode reads a cache shard: memory-mapped
     model = tiny_model().eval()
-    labels = np.zeros(12, np.int64)
-    encode_shard(model, tmp_path / "shard.npy", labels, tmp_path / "ref.npz", torch.device("cpu"), batch_size=4,
-                 progress=False)
+    encode_shard(model, rows, "shard.npy", tmp_path / "ref.npz", torch.device("cpu"), batch_size=4, progress=False)
     limited = _Limited(model, 3, MemoryError)
-    encode_shard(limited, tmp_path / "shard.npy", labels, tmp_path / "out.npz", torch.device("cpu"), batch_size=8,
-                 progress=False)
+    encode_shard(limited, rows, "shard.npy", tmp_path / "out.npz", torch.device("cpu"), batch_size=8, progress=False)
+    assert limited.calls[:2] == [8, 4] and max(limited.calls[2:]) <= 3
     with np.load(tmp_path / "ref.npz") as ref, np.load(tmp_path / "out.npz") as out:
         for name in ref.files:
             np.testing.assert_allclose(out[name], ref[name], rtol=1e-5, atol=1e-5)
@@ -669,27 +675,24 @@ def test_font_names_are_limited_to_the_bundled_faces(fonts):
 
 
 class _MetaSession:
-    """An onnxruntime session stand-in: metadata, output shape and fixed logits."""
+    """An onnxruntime session stand-in: metadata and output shape."""
 
-    def __init__(self, config: dict, classes: int, logits: np.ndarray | None = None):
+    def __init__(self, config: dict, classes: int):
         import json
         import types
 
         from pixelpipe.deploy import onnxmodel
 
-        props = {onnxmodel.META_FORMAT: onnxmodel.FORMAT, onnxmodel.META_CONFIG: json.dumps(config)}
+        props = {onnxmodel.META_FORMAT: onnxmodel.FORMAT, onnxmodel.META_CONFIG: json.dumps(config),
+                 onnxmodel.META_FOLD: json.dumps({})}
         self.meta = types.SimpleNamespace(custom_metadata_map=props)
         self.outputs = [types.SimpleNamespace(shape=["batch", classes])]
-        self.logits = logits
 
     def get_modelmeta(self):
         return self.meta
 
     def get_outputs(self):
         return self.outputs
-
-    def run(self, names, feeds):
-        return [self.logits[: len(feeds["images"])]]
 
 
 def test_predict_refuses_labels_that_do_not_match_the_logits():
@@ -702,17 +705,82 @@ def test_predict_refuses_labels_that_do_not_match_the_logits():
     _one_line(err)
 
 
-def test_predict_refuses_nan_logits_and_writes_strict_json():
+class _NaNSession:
+    """A real session whose logits turn NaN (what NaN weights give), inputs checked as onnxruntime would take them."""
+
+    def __init__(self, session):
+        self.session = session
+
+    def run(self, names, feeds):
+        (logits,) = self.session.run(names, feeds)
+        return [np.full_like(logits, np.nan)]
+
+
+def test_predict_refuses_nan_logits_and_writes_strict_json(deployed_student):
+    import io as stdio
     import json
 
     from pixelpipe.deploy.onnxmodel import ModelFileError
-    from pixelpipe.predict import Item, classify
+    from pixelpipe.deploy.predictor import Predictor
+    from pixelpipe.predict import Writer
 
-    items = [Item("x", np.zeros((1, 16, 32), np.uint8))]
-    with pytest.raises(ModelFileError, match="non-finite logits"):
-        classify(_MetaSession({}, 2, np.array([[np.nan, 0.0]], np.float32)), ["a", "b"], items, top=1)
-    out = classify(_MetaSession({}, 2, np.array([[1.0, 0.0]], np.float32)), ["a", "b"], items, top=2)
-    json.dumps(out, allow_nan=False)  # what predict --json writes: strict JSON
+    predictor = Predictor(deployed_student.path)
+    texts = ["Guten Tag", ""]  # a record with an error has no probability: NaN must not reach the JSON either
+    preds = predictor.predict(texts, top=2)
+    predictor.session = _NaNSession(predictor.session)
+    with pytest.raises(ModelFileError, match="non-finite logits") as err:
+        predictor.predict(texts)
+    _one_line(err)
+    out = stdio.StringIO()
+    writer = Writer(out, "json", top=2)
+    writer.write([(t, f"text {i}") for i, t in enumerate(texts)], preds)
+    writer.close()
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in JSON output")
+
+    records = json.loads(out.getvalue(), parse_constant=refuse)  # what predict --json writes: strict JSON
+    assert records[1] == {"input": "", "error": "empty text"} and len(records[0]["top"]) == 2
+
+
+@pytest.mark.parametrize("damage,expected", [
+    ("no fold map", "has no pixelpipe metadata"),
+    ("config not JSON", "pixelpipe metadata is not valid JSON"),
+    ("atlas altered", "glyph atlas checksum differs"),
+    ("fold map not base64", "fold map cannot be used"),
+    ("fold map of another width", "fold map cannot be used"),
+])
+def test_damaged_model_metadata_is_refused_in_one_line(deployed_student, tmp_path, capsys, damage, expected):
+    """The model file carries what predict needs to read text (render settings, atlas, fold map): damaged, the
+    model is refused at load with one line naming what, never a traceback at the first unseen character."""
+    import json
+
+    import onnx
+
+    from pixelpipe.deploy import onnxmodel
+    from pixelpipe.predict import run
+    from tests._deploy_utils import UNSEEN
+
+    model = onnx.load(str(deployed_student.path))
+    meta = {p.key: p.value for p in model.metadata_props}
+    config, fold = json.loads(meta[onnxmodel.META_CONFIG]), json.loads(meta[onnxmodel.META_FOLD])
+    if damage == "no fold map":
+        del model.metadata_props[[p.key for p in model.metadata_props].index(onnxmodel.META_FOLD)]
+    elif damage == "config not JSON":
+        onnxmodel.set_metadata(model, {onnxmodel.META_CONFIG: meta[onnxmodel.META_CONFIG][:-1]})
+    elif damage == "atlas altered":
+        config["atlas"]["clusters"][5] = "Z"
+        onnxmodel.set_metadata(model, {onnxmodel.META_CONFIG: json.dumps(config)})
+    elif damage == "fold map not base64":
+        onnxmodel.set_metadata(model, {onnxmodel.META_FOLD: json.dumps({**fold, "matrix": {"shape": [1], "data": "%"}})})
+    else:
+        narrower = {k: onnxmodel.encode_array(onnxmodel.decode_array(fold[k])[..., :-1]) for k in ("matrix", "offset")}
+        onnxmodel.set_metadata(model, {onnxmodel.META_FOLD: json.dumps({**fold, **narrower})})
+    onnx.save(model, str(tmp_path / "damaged.onnx"))
+    assert run(["--model", str(tmp_path / "damaged.onnx"), "Guten Tag", f"{UNSEEN} neu"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().split("\n")
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
 
 
 # ---- end to end: a damaged shard under a real run -------------------------------------------------------

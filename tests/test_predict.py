@@ -1,4 +1,6 @@
-"""`python -m pixelpipe.predict`: same answer as the torch student, self-contained model file, one-line errors."""
+"""Predict: the Predictor API and the streaming CLI on a tiny student over a real atlas (characters the atlas lacks
+folded on the fly, the pixel path, length buckets, notices, bad lines, bounded memory), then the tiny run's student
+end to end: the torch student's answer, a self-contained model file, one-line errors."""
 
 import json
 import os
@@ -12,26 +14,325 @@ import pytest
 import torch
 from PIL import Image
 
-from pixelpipe.data.atlas import GlyphAtlas
+from pixelpipe.data.atlas import GlyphAtlas, undrawable
 from pixelpipe.data.corpus import generate_default_corpus
 from pixelpipe.data.render import Renderer, RenderSettings
 from pixelpipe.deploy import onnxmodel
+from pixelpipe.deploy.predictor import Predictor
 from pixelpipe.model.checkpoint import load_model
 from pixelpipe.predict import run
+from tests import _deploy_utils as du
 from tests.workflow_utils import REPO
 
-# The slow real-student test's bars: it measured 99.2 % on the 380 held-out texts and 96.8 % on the 95 phrases
-# (2-core CPU, torch 2.13); the bars leave room for another CPU's float rounding, not for a worse model.
+# The slow real-student test's bars: on glyph ids it measured 98.9 % on the 380 held-out texts and 94.7 % on the 95
+# phrases (2-core CPU, torch 2.13, 50 s); the bars leave room for another CPU's float rounding, not for a worse model.
 BAR_HELD, BAR_PHRASES = 0.97, 0.92
 
 TEXTS = ["Guten Tag, wie geht es Ihnen heute?", "Привет, как дела у тебя?", "Καλημέρα σε όλους", "שלום עולם",
          "مرحبا بالعالم", "Xin chào thế giới"]
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def _cli(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "pixelpipe.predict", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd)
+    proc = subprocess.run([sys.executable, "-m", "pixelpipe.predict", *args], capture_output=True, env=env, cwd=cwd,
+                          input=stdin)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def _long(n: int) -> str:
+    return " ".join(du.real_texts())[:n]
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    return onnxmodel.softmax(logits.astype(np.float64))
+
+
+# ---- the Predictor on a tiny student over a real atlas --------------------------------------------------------
+
+
+def test_predictor_is_the_torch_student_on_real_text(deployed_student):
+    d = deployed_student
+    texts = [*du.real_texts(), "a", _long(3 * d.settings.cells)]
+    p = Predictor(d.path)
+    probs, errors, full = p.predict_proba(texts)
+    assert errors == [None] * len(texts) and full[-1] == 3 * d.settings.cells
+    np.testing.assert_allclose(probs, _softmax(d.reference(texts)), atol=1e-5)
+    preds = p.predict(texts, top=3)
+    assert [x.label for x in preds] == [du.LABELS[i] for i in probs.argmax(1)]
+    assert all(len(x.top) == 3 and x.top[0] == (x.label, x.probability) for x in preds)
+    assert [x.truncated for x in preds] == [n > d.settings.cells for n in full]
+
+
+def test_unseen_characters_are_drawn_and_folded_on_the_fly(deployed_student):
+    """A cluster the atlas lacks (a letter, and the same letter with a combining mark) is drawn with the model's
+    fonts and folded into a new table row: the logits are those of the torch model whose atlas contains it."""
+    d = deployed_student
+    marked = du.UNSEEN + "\u0301"
+    assert du.UNSEEN not in d.charset and marked not in d.charset and not undrawable(marked, du.FONTS)
+    texts = [f"{du.UNSEEN}a", du.real_texts()[3][:20] + du.UNSEEN, f"Größe {marked}{du.UNSEEN}", du.real_texts()[0]]
+    p = Predictor(d.path)
+    ids, full, errors = p.layout(texts)
+    assert errors == [None] * 4 and set(np.unique(ids[ids >= len(d.charset)])) == {len(d.charset), len(d.charset) + 1}
+    assert p.table.shape == (len(d.charset) + 3, p.fold.matrix.shape[1])  # PAD, the atlas, two folded rows
+    reference = d.reference(texts)
+    np.testing.assert_allclose(p.logits(ids, np.minimum(full, d.settings.cells)), reference, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(p.predict_proba(texts)[0], _softmax(reference), atol=1e-5)
+    assert len(p.table) == len(d.charset) + 3  # drawn and folded once
+    untouched = Predictor(d.path)
+    np.testing.assert_allclose(untouched.predict_proba(texts[3:])[0], _softmax(reference[3:]), atol=1e-5)
+    assert untouched.table is None  # nothing to fold: the file's own table serves
+
+
+def test_pixel_path_is_the_text_path(deployed_student):
+    """Images rendered like the cache classify exactly as their texts; an image that is no text (noise) is folded
+    cell by cell and computes what the torch model's pixel path (convolution over the image) computes."""
+    d = deployed_student
+    texts = [*du.real_texts()[::4], f"x{du.UNSEEN}y", "a"]
+    atlas = GlyphAtlas.from_dict(d.config["atlas"], du.FONTS, 12)  # the model's own atlas, as predict reads it
+    images = Renderer(d.settings, atlas).render(texts)[0]
+    by_text, by_image = Predictor(d.path).predict(texts, top=2), Predictor(d.path).predict_images(list(images), top=2)
+    assert [x.label for x in by_image] == [x.label for x in by_text]
+    np.testing.assert_allclose([x.probability for x in by_image], [x.probability for x in by_text], atol=1e-6)
+    noise = np.random.default_rng(0).integers(0, 256, (3, 1, 16, d.settings.image_width), dtype=np.uint8)
+    noise[0, :, :, 5 * 8 :] = 0  # ink in cells 0-4 only: 5 characters
+    noise[1, :, :, 7 * 8 : 9 * 8] = 0  # two blank cells inside: spaces
+    p = Predictor(d.path)
+    ids, lengths = p.image_glyphs(list(noise))
+    assert lengths.tolist() == [5, d.settings.cells, d.settings.cells]
+    with torch.inference_mode():
+        pixel = d.model(torch.from_numpy(noise))["logits"].numpy()
+    np.testing.assert_allclose(p.logits(ids, lengths), pixel, atol=1e-4, rtol=0)
+
+
+def test_length_buckets_give_what_batch_size_one_gives(deployed_student):
+    """Texts are sorted by length into batches trimmed to their longest text; the model masks past each text's
+    end, so every batching gives each text's own answer, back in input order."""
+    d = deployed_student
+    texts = [*du.real_texts(), "a", "ok", _long(d.settings.cells), _long(99), f"{du.UNSEEN} neu"]
+    one = Predictor(d.path, batch_size=1).predict_proba(texts)[0]
+    for batch in (7, 64):
+        np.testing.assert_allclose(Predictor(d.path, batch_size=batch).predict_proba(texts)[0], one, atol=1e-6)
+    reversed_probs = Predictor(d.path, batch_size=7).predict_proba(texts[::-1])[0]
+    np.testing.assert_allclose(reversed_probs[::-1], one, atol=1e-6)
+
+
+def _notice_texts(cells: int) -> list[str]:
+    return [f"{du.UNSEEN}{du.UNSEEN} zweimal", f"twice {du.UNSEEN}", "Größe ändern", "ab", _long(cells + 9),
+            _long(cells), "", "Bonjour à tous"]
+
+
+def test_notices_count_each_text_once(deployed_student):
+    """Characters training never saw (drawn anew, or in the atlas but absent from the training texts), truncated
+    texts, short texts and errors: counted per text, summarized in one line each."""
+    d = deployed_student
+    assert du.UNTRAINED in d.charset and d.config["text_length"]["min_chars"] == 5
+    p = Predictor(d.path)
+    p.predict(_notice_texts(d.settings.cells))
+    n = p.notices
+    assert dict(n.unseen) == {du.UNSEEN: 2, du.UNTRAINED: 1}
+    assert (n.truncated, n.short, n.errors) == (1, 1, 1)
+    lines = n.lines(d.settings.cells, 5)
+    assert len(lines) == 4 and f"{du.UNSEEN!r} (2), {du.UNTRAINED!r} (1);" in lines[0]
+    assert lines[1].startswith(f"1 text(s) longer than the layout: the model saw their first {d.settings.cells}")
+    assert lines[2].startswith("1 text(s) shorter than any training text or window (5 characters)")
+    assert lines[3].startswith("1 input(s) could not be classified")
+
+
+def test_notices_count_only_the_characters_a_text_holds(deployed_student):
+    """The blank past a text's end is no character of it: a space training never saw is counted in the texts
+    that hold one, not in every text shorter than the layout."""
+    p = Predictor(deployed_student.path)
+    p.trained[0] = False  # as if no training text had a space
+    p.predict(["abc", "a b", "cde"])
+    assert dict(p.notices.unseen) == {" ": 1}
+
+
+def test_cli_prints_each_notice_once(deployed_student, tmp_path):
+    d = deployed_student
+    texts = _notice_texts(d.settings.cells) * 3
+    f = tmp_path / "texts.txt"
+    f.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    proc = _cli("--model", str(d.path), "--file", str(f))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == len(texts)
+    notes = proc.stderr.strip().split("\n")
+    assert len(notes) == 4 and all(line.startswith("note: ") for line in notes), proc.stderr
+    assert f"{du.UNSEEN!r} (6)" in notes[0] and "3 text(s) longer" in notes[1] and "3 input(s)" in notes[3]
+
+
+BAD_LINES = ["Guten Morgen zusammen", "a\x00b", "", None, "\U0001F680 rocket", "  \t ", "Bonjour tout le monde"]
+
+
+def _bad_file(path: Path) -> Path:
+    raw = [b"\xff\xfe broken" if line is None else line.encode() for line in BAD_LINES]
+    path.write_bytes(b"\n".join(raw) + b"\n")
+    return path
+
+
+def test_bad_lines_are_error_records_and_the_rest_is_classified(deployed_student, tmp_path):
+    """A NUL byte, an empty or blank line, bytes that are not UTF-8, an emoji no font draws: each is that line's
+    error record; the other lines get exactly the answer they get alone, and the exit status is 0."""
+    d = deployed_student
+    proc = _cli("--model", str(d.path), "--jsonl", "--file", str(_bad_file(tmp_path / "t.txt")))
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stdout.split("\n")[:-1]]
+    assert len(records) == len(BAD_LINES)
+    errors = [r.get("error") for r in records]
+    assert errors[0] is None and errors[-1] is None
+    assert errors[1] == "characters the model's fonts cannot draw: '\\x00'" and records[1]["input"] == "a\x00b"
+    assert errors[2] == errors[5] == "empty text"
+    assert errors[3] == "not UTF-8 (byte 0)"
+    assert records[3]["input"] == f"line 4 of {tmp_path / 't.txt'} is not UTF-8 (byte 0)"
+    assert errors[4] == "characters the model's fonts cannot draw: '\U0001F680'"
+    alone = Predictor(d.path).predict([BAD_LINES[0], BAD_LINES[-1]])
+    for rec, want in zip((records[0], records[-1]), alone):
+        assert rec["label"] == want.label and rec["probability"] == pytest.approx(want.probability, abs=1e-6)
+    assert "note: 5 input(s) could not be classified" in proc.stderr and "Traceback" not in proc.stderr
+    api = Predictor(d.path).predict(["a\x00b", "fine text", ""])  # the API: the same records
+    assert [x.error is None for x in api] == [False, True, False] and api[1].label in du.LABELS
+
+
+@pytest.fixture(scope="module")
+def cell_student(tmp_path_factory, deployed_student):
+    """The deployed student's twin with a `cell` stem: no lead token, so a text of no character has no token at all."""
+    d = deployed_student
+    model = du.tiny_student(d.settings, d.atlas, "none", "cell")
+    return du.export(model, du.student_config(model, d.settings, d.atlas), tmp_path_factory.mktemp("cell") / "s.onnx")
+
+
+@pytest.mark.parametrize("stem", ["pair", "cell"])
+def test_a_bad_text_never_costs_the_others(deployed_student, cell_student, stem):
+    """Texts that cannot be classified are never run through the model: whatever the stem, the batch they share
+    with good texts gives those exactly their own answers (a `cell` stem's empty row would be NaN)."""
+    path = deployed_student.path if stem == "pair" else cell_student
+    texts = ["Guten Tag", "", "a\x00b", "Hallo Welt", "\U0001F680"]
+    preds = Predictor(path).predict(texts)
+    assert [x.error is None for x in preds] == [True, False, False, True, False]
+    alone = Predictor(path).predict([texts[0], texts[3]])
+    assert [(x.label, x.probability) for x in alone] == [(x.label, x.probability) for x in (preds[0], preds[3])]
+    assert all(x.error is not None for x in Predictor(path).predict(["", "   "]))  # nothing left to run: no error
+
+
+def test_an_argument_that_is_not_utf8_is_an_error_record(deployed_student, capsys):
+    """Bytes that are not UTF-8 reach argv as lone surrogates: that text's error record, and the output stays UTF-8."""
+    assert run(["--model", str(deployed_student.path), "--jsonl", "Hallo Welt", "caf\udce9"]) == 0
+    out = capsys.readouterr().out
+    out.encode("utf-8")
+    records = [json.loads(line) for line in out.split("\n")[:-1]]
+    assert records[0]["label"] in du.LABELS
+    assert records[1] == {"input": "text 2 is not UTF-8 (character 3)", "error": "not UTF-8 (character 3)"}
+
+
+def test_strict_stops_at_the_first_bad_line_naming_it(deployed_student, tmp_path):
+    d = deployed_student
+    f = _bad_file(tmp_path / "t.txt")
+    proc = _cli("--model", str(d.path), "--strict", "--file", str(f))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"error: line 2 of {f}: characters the model's fonts cannot draw: '\\x00'"
+    g = tmp_path / "this is latin-1.txt"  # " is " in the path: the reason is still found
+    g.write_bytes(b"fine\ncaf\xe9\n")
+    proc = _cli("--model", str(d.path), "--strict", "--file", str(g))
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: line 2 of {g} is not UTF-8 (byte 3)"
+    proc = _cli("--model", str(d.path), "--jsonl", "--file", str(g))
+    assert json.loads(proc.stdout.split("\n")[1])["error"] == "not UTF-8 (byte 3)"
+
+
+def test_stdin_and_the_output_formats(deployed_student):
+    """`--file -` reads stdin; --jsonl is one JSON object per line in input order, --json one JSON array, the
+    plain format one tab-separated line per text: N lines in, N records out, the API's answers."""
+    d = deployed_student
+    texts = [t.replace("\n", " ") for t in du.real_texts()]
+    stdin = ("\n".join(texts) + "\n").encode()
+    want = Predictor(d.path).predict(texts)
+    jsonl = _cli("--model", str(d.path), "--jsonl", "--file", "-", stdin=stdin)
+    assert jsonl.returncode == 0, jsonl.stderr
+    records = [json.loads(line) for line in jsonl.stdout.split("\n")[:-1]]
+    assert [r["input"] for r in records] == texts and [r["label"] for r in records] == [w.label for w in want]
+    array = _cli("--model", str(d.path), "--json", "--file", "-", stdin=stdin)
+    assert json.loads(array.stdout) == records
+    plain = _cli("--model", str(d.path), "--file", "-", stdin=stdin).stdout.split("\n")[:-1]
+    assert [line.split("\t") for line in plain] == [[w.label, f"{w.probability:.4f}", t] for w, t in zip(want, texts)]
+    empty = _cli("--model", str(d.path), "--json", "--file", "-", stdin=b"")
+    assert empty.returncode == 0 and json.loads(empty.stdout) == []
+
+
+PEAK_RSS = """
+import resource, subprocess, sys
+with open(sys.argv[1], "wb") as out:
+    code = subprocess.run(sys.argv[2:], stdout=out).returncode
+print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def _peak_rss_mb(model: Path, lines: Path, out: Path) -> float:
+    """Peak resident memory of one `predict --jsonl --file` process, in MB (its own measuring parent)."""
+    cmd = [sys.executable, "-c", PEAK_RSS, str(out), sys.executable, "-m", "pixelpipe.predict", "--model", str(model),
+           "--jsonl", "--file", str(lines)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    code, kb = proc.stdout.split()
+    assert code == "0", proc.stderr
+    return int(kb) / 1024
+
+
+def test_memory_stays_bounded_whatever_the_input_size(deployed_student, tmp_path):
+    """Files are read, classified and written in chunks: 60,000 lines peak at what 6,000 lines peak at (the same
+    texts repeated, so the characters to draw are the same), far below 200 MB, and every line gets its record."""
+    import pandas as pd
+
+    from pixelpipe.data.sources import TEXT_DIR
+
+    strings = pd.read_parquet(TEXT_DIR / "firefox.parquet", columns=["text", "label"])
+    texts = strings.groupby("label").head(316)["text"].str.replace("\n", " ").tolist()[:6000]
+    peaks = {}
+    for n in (6_000, 60_000):
+        lines = tmp_path / f"{n}.txt"
+        lines.write_text("\n".join(texts[i % len(texts)] for i in range(n)) + "\n", encoding="utf-8")
+        peaks[n] = _peak_rss_mb(deployed_student.path, lines, tmp_path / f"{n}.jsonl")
+        out = (tmp_path / f"{n}.jsonl").read_bytes()
+        assert out.count(b"\n") == n
+        assert json.loads(out.rsplit(b"\n", 2)[-2])["input"] == texts[(n - 1) % len(texts)]
+    assert peaks[60_000] < 200, peaks
+    assert peaks[60_000] - peaks[6_000] < 15, peaks  # memory held per line would add 54,000 lines' worth
+
+
+def test_threads_reach_onnxruntime(deployed_student, monkeypatch, capsys):
+    d = deployed_student
+    assert Predictor(d.path, threads=3).session.get_session_options().intra_op_num_threads == 3
+    made = []
+    real = onnxmodel.session_options
+    monkeypatch.setattr(onnxmodel, "session_options", lambda threads: made.append(real(threads)) or made[-1])
+    assert run(["--model", str(d.path), "--threads", "2", "Hallo Welt"]) == 0
+    assert run(["--model", str(d.path), "--threads", "0", "Hallo Welt"]) == 0  # 0: onnxruntime's default, all cores
+    assert [so.intra_op_num_threads for so in made] == [2, 0] and made[0].inter_op_num_threads == 1
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_closed_stdout_ends_quietly(deployed_student, tmp_path):
+    """`predict ... | head -1`: the reader leaves early; predict stops without a traceback."""
+    f = tmp_path / "many.txt"
+    f.write_text("Guten Tag\n" * 20_000, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "pixelpipe.predict", "--model", str(deployed_student.path), "--file",
+                             str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.readline().decode().endswith("\tGuten Tag\n")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode == 141  # 128 + SIGPIPE, as a shell reports for `head`'s other Unix writers
+
+
+def test_predict_does_not_import_torch(deployed_student):
+    """The whole predict path, unseen characters folded included, runs without torch."""
+    code = ("import sys; from pixelpipe.predict import run; "
+            f"assert run(['--model', {str(deployed_student.path)!r}, '{du.UNSEEN}x', 'Hallo']) == 0; "
+            "print('torch' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0 and out.stderr.strip().splitlines()[-1] == "False", out.stderr
+
+
+# ---- the tiny run's trained student, end to end ------------------------------------------------------------------
 
 
 def _renderer(cfg: dict) -> Renderer:
@@ -41,11 +342,15 @@ def _renderer(cfg: dict) -> Renderer:
 
 
 def _torch_labels(results: Path, texts: list[str]) -> list[str]:
-    """What the torch student predicts for the texts, rendered by hand the way predict documents."""
+    """What the torch student predicts for the texts on its glyph path, laid out by hand the way predict documents
+    (characters its atlas lacks drawn with its fonts and added to its atlas)."""
     model, cfg = load_model(results / "student")
-    images = _renderer(cfg).render(texts)[0]
+    renderer = _renderer(cfg)
+    ids, full = renderer.layout(texts)
+    model.set_atlas(torch.from_numpy(renderer.atlas.cells.copy()))
+    lengths = np.minimum(full, renderer.settings.cells)
     with torch.inference_mode():
-        logits = model.eval()(torch.from_numpy(images))["logits"]
+        logits = model.eval()(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(lengths))["logits"]
     return [cfg["labels"][i] for i in logits.argmax(1).tolist()]
 
 
@@ -53,7 +358,7 @@ def _torch_labels(results: Path, texts: list[str]) -> list[str]:
 def test_predict_matches_torch_student(tiny_run, name, capsys):
     # the tiny student is barely trained: this checks the deployed path computes the student's answer
     texts = TEXTS + generate_default_corpus(19, 20, 40, seed=7)["text"].tolist()
-    assert run(["--model", str(tiny_run / "models" / name), "--json", *texts]) == 0
+    assert run(["--model", str(tiny_run / "models" / name), "--json", "--top", "2", *texts]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["input"] for r in out] == texts
     want = _torch_labels(tiny_run, texts)
@@ -63,7 +368,7 @@ def test_predict_matches_torch_student(tiny_run, name, capsys):
     else:  # int8 may flip near-ties of a barely trained model (its probabilities are nearly uniform)
         assert sum(g == w for g, w in zip(got, want)) >= 0.8 * len(texts)
     for r in out:
-        assert 0 < r["probability"] <= 1 and r["top"][0]["label"] == r["label"]
+        assert 0 < r["probability"] <= 1 and r["top"][0]["label"] == r["label"] and len(r["top"]) == 2
 
 
 def test_predict_is_deterministic_and_order_free(tiny_run, capsys):
@@ -92,6 +397,10 @@ def test_file_text_and_image_inputs_agree(tiny_run, tmp_path, capsys):
     from_images = json.loads(capsys.readouterr().out)
     assert [r["label"] for r in from_images] == [r["label"] for r in from_file]
     assert [r["probability"] for r in from_images] == pytest.approx([r["probability"] for r in from_file], abs=1e-6)
+    assert [r["input"] for r in from_images] == paths[1::2]
+    Image.fromarray(255 - _renderer(cfg).render(TEXTS[:1])[0][0, 0]).save(tmp_path / "dark_on_light.png")
+    assert run(["--model", model, "--json", "--invert", "--image", str(tmp_path / "dark_on_light.png")]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["label"] == from_file[0]["label"]
 
 
 def test_plain_output_one_line_per_input(tiny_run):
@@ -106,9 +415,9 @@ def test_model_file_alone_suffices(tiny_run, tmp_path):
     lone = tmp_path / "elsewhere" / "m.onnx"
     lone.parent.mkdir()
     lone.write_bytes((tiny_run / "models/student.int8.onnx").read_bytes())
-    proc = _cli("--model", str(lone), "--json", TEXTS[0], cwd=tmp_path)
+    proc = _cli("--model", str(lone), "--json", TEXTS[0], "Ω≈ç", cwd=tmp_path)  # unseen characters: folded from it
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["label"] in onnxmodel.read_metadata(lone)["config"]["labels"]
+    assert {r["label"] for r in json.loads(proc.stdout)} <= set(onnxmodel.read_metadata(lone)["config"]["labels"])
 
 
 def _no_metadata(tiny_run: Path, tmp_path: Path) -> str:
@@ -119,55 +428,37 @@ def _no_metadata(tiny_run: Path, tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("case, expect", [
-    ("empty", "text 2 is empty"),
-    ("blank_line", "line 2 of"),
-    ("undrawable", "cannot draw: '字漢'"),
     ("missing_model", "model file not found"),
     ("not_onnx", "is not a loadable ONNX model"),
     ("no_metadata", "has no pixelpipe metadata"),
+    ("missing_file", "text file not found"),
     ("bad_image", "cannot read image"),
     ("wrong_size_image", "the model takes 256x16"),
     ("nothing", "nothing to classify"),
+    ("bad_top", "--top and --batch-size must be >= 1"),
 ])
-def test_bad_input_one_line_error(tiny_run, tmp_path, case, expect):
+def test_unusable_model_or_arguments_one_line_error(tiny_run, tmp_path, case, expect):
+    """What stops the whole command (the model, a file that is not there, an image): one line, exit 2, no output.
+    A bad text is only that text's error record (test_bad_lines_are_error_records_and_the_rest_is_classified)."""
     model = str(tiny_run / "models/student.int8.onnx")
-    (tmp_path / "texts.txt").write_text("ok text\n\nmore\n")
     (tmp_path / "junk.png").write_text("not an image")
     Image.new("L", (10, 10)).save(tmp_path / "small.png")
     args = {
-        "empty": ["--model", model, "fine", "  "],
-        "blank_line": ["--model", model, "--file", str(tmp_path / "texts.txt")],
-        "undrawable": ["--model", model, "漢字"],
         "missing_model": ["--model", str(tmp_path / "nope.onnx"), "text"],
         "not_onnx": ["--model", str(tiny_run / "student/config.json"), "text"],
         "no_metadata": ["--model", _no_metadata(tiny_run, tmp_path), "text"],
+        "missing_file": ["--model", model, "--file", str(tmp_path / "nope.txt")],
         "bad_image": ["--model", model, "--image", str(tmp_path / "junk.png")],
         "wrong_size_image": ["--model", model, "--image", str(tmp_path / "small.png")],
         "nothing": ["--model", model],
+        "bad_top": ["--model", model, "--top", "0", "text"],
     }[case]
     proc = _cli(*args)
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
-
-
-def test_scripts_round_trip_through_predict_exactly(tiny_run):
-    """Arabic, Hebrew and Vietnamese (marks, right-to-left, NFC): predict renders exactly the cache's pixels."""
-    from pixelpipe.data.cache import CacheSplit
-    from pixelpipe.predict import render_texts
-
-    cache = CacheSplit(tiny_run / "cache" / "test")
-    cfg = onnxmodel.read_metadata(tiny_run / "models/student.onnx")["config"]
-    texts = [t for t in _corpus_texts(tiny_run, "test") if any("\u0590" <= c <= "\u06ff" or "\u1ea0" <= c <= "\u1ef9" for c in t)]
-    assert len(texts) >= 3
-    items, unseen = render_texts(texts, cfg, [f"text {i}" for i in range(len(texts))])
-    rows = {t: i for i, t in enumerate(_corpus_texts(tiny_run, "test"))}
-    for text, item in zip(texts, items):
-        assert (item.image == cache.get(rows[text])).all(), text
-    decomposed = "Vie\u0323\u0302t Nam"  # NFD: normalized to the same cells as the precomposed text
-    assert (render_texts([decomposed], cfg, ["x"])[0][0].image == render_texts(["Việt Nam"], cfg, ["x"])[0][0].image).all()
 
 
 def _corpus_texts(tiny_run: Path, split: str) -> list[str]:
@@ -176,27 +467,47 @@ def _corpus_texts(tiny_run: Path, split: str) -> list[str]:
     return pd.read_parquet(tiny_run / "corpus" / f"{split}.parquet")["text"].tolist()
 
 
-def test_warnings_only_outside_the_training_range(tiny_run):
+def test_predict_lays_out_exactly_the_cache_rows(tiny_run):
+    """Arabic, Hebrew and Vietnamese (marks, right-to-left, NFC): predict's glyph ids are the cache's."""
+    from pixelpipe.data.cache import CacheSplit
+
+    cache = CacheSplit(tiny_run / "cache" / "test")
+    all_texts = _corpus_texts(tiny_run, "test")
+    rows = cache.rows(range(len(cache)))
+    picked = [i for i, t in enumerate(all_texts)
+              if any("\u0590" <= c <= "\u06ff" or "\u1ea0" <= c <= "\u1ef9" for c in t)]
+    assert len(picked) >= 3
+    p = Predictor(tiny_run / "models/student.onnx")
+    ids, full, errors = p.layout([all_texts[i] for i in picked])
+    assert errors == [None] * len(picked) and p.table is None  # nothing drawn anew: the charset holds them all
+    lengths = np.minimum(full, p.settings.cells)
+    assert lengths.tolist() == rows["length"][picked].tolist()
+    assert (ids == rows["glyphs"][picked]).all()
+    decomposed = "Vie\u0323\u0302t Nam"  # NFD: normalized to the same glyphs as the precomposed text
+    assert (p.layout([decomposed])[0] == p.layout(["Việt Nam"])[0]).all()
+
+
+def test_notes_only_outside_the_training_range(tiny_run):
     model = str(tiny_run / "models/student.onnx")
     cfg = onnxmodel.read_metadata(model)["config"]
     capacity = cfg["render"]["line_chars"] * cfg["render"]["lines"]
     ok = _corpus_texts(tiny_run, "train")[0][:capacity]  # only characters training saw, within the range
     proc = _cli("--model", model, ok)
-    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     proc = _cli("--model", model, "ab", "x" * (capacity + 5), "Ω≈ç")
     assert proc.returncode == 0
-    assert "fewer than any training text" in proc.stderr and f"the model sees the first {capacity}" in proc.stderr
-    assert "characters training never saw" in proc.stderr
+    assert "2 text(s) shorter than any training text or window" in proc.stderr
+    assert f"the model saw their first {capacity} characters" in proc.stderr
+    assert "characters training never saw" in proc.stderr and "'≈' (1)" in proc.stderr
 
 
 def test_strict_json_and_label_count_checked(tiny_run, tmp_path):
     """A model with NaN weights is refused (no NaN in JSON); metadata whose labels do not match the logits too."""
     m = onnx.load(str(tiny_run / "models/student.onnx"))
-    for init in m.graph.initializer:
-        if init.name.endswith("head.bias"):
-            arr = onnx.numpy_helper.to_array(init).copy()
-            arr[:] = np.nan
-            init.CopyFrom(onnx.numpy_helper.from_array(arr, init.name))
+    (init,) = [i for i in m.graph.initializer if i.name == "head.bias"]
+    arr = onnx.numpy_helper.to_array(init).copy()
+    arr[:] = np.nan
+    init.CopyFrom(onnx.numpy_helper.from_array(arr, init.name))
     onnx.save(m, str(tmp_path / "nan.onnx"))
     proc = _cli("--model", str(tmp_path / "nan.onnx"), "--json", TEXTS[0])
     assert proc.returncode == 2 and "non-finite" in proc.stderr and proc.stdout == ""
@@ -208,23 +519,20 @@ def test_strict_json_and_label_count_checked(tiny_run, tmp_path):
     assert proc.returncode == 2 and f"{len(cfg['labels']) - 1} labels but the model outputs {len(cfg['labels'])}" in proc.stderr
 
 
-def test_predict_does_not_import_torch():
-    code = "import sys, pixelpipe.predict, pixelpipe.deploy.onnxmodel, pixelpipe.data.render; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert out.stdout.strip() == "False"
-
-
 @pytest.mark.slow
 def test_predict_true_language_with_a_trained_student(tmp_path):
     """A small student of the default CPU shape, trained for real (random windows, as the engine does) on
     ~3400 default-corpus texts, exported to int8 through the same functions the rules use: predict must
     name the right language of held-out texts and of 15-40 character phrases, and agree with torch."""
+    from faker import Faker
+
     from pixelpipe.config.resolve import load_config
-    from pixelpipe.data.cache import CacheSplit
+    from pixelpipe.data.cache import CacheSplit, atlas_tensor
+    from pixelpipe.data.charset import build_charset, text_clusters
     from pixelpipe.data.corpus import faker_text
     from pixelpipe.data.render import render_split
-    from pixelpipe.data.windows import random_windows
+    from pixelpipe.data.sources import DEFAULT_LOCALES
+    from pixelpipe.data.windows import random_windows, trim
     from pixelpipe.deploy.export import export_and_verify
     from pixelpipe.deploy.quantize import QuantizeSettings, quantize_and_verify
     from pixelpipe.model.checkpoint import save_model
@@ -237,16 +545,19 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     train, held = corpus.iloc[:3420], corpus.iloc[3420:]
     labels = sorted(set(corpus["label"]))
     settings = RenderSettings.from_section(cfg["render"])
+    charset = build_charset(text_clusters(corpus["text"]), settings.fonts, inventory=cfg["corpus"]["inventory"])
     cache = tmp_path / "cache"
     for split, df in (("train", train), ("test", held)):
-        render_split(df["text"].tolist(), [labels.index(l) for l in df["label"]], df["id"].tolist(), settings,
-                     [cache / split / "shard-00000.npy"], cache / split / "manifest.json", shard_size=len(df),
-                     progress=False)
-    x = torch.from_numpy(np.load(cache / "train/shard-00000.npy"))
-    y = torch.tensor([labels.index(l) for l in train["label"]])
-    lengths = torch.from_numpy(CacheSplit(cache / "train").lengths)
+        (cache / split).mkdir(parents=True)
+        df.assign(label=[labels.index(x) for x in df["label"]])[["text", "label"]].to_parquet(cache / split / "c.pq")
+        render_split(cache / split / "c.pq", charset, settings, [cache / split / "shard-00000.npy"],
+                     cache / split / "manifest.json", shard_size=len(df), progress=False)
+    split = CacheSplit(cache / "train")
+    rows = split.rows(range(len(split)))
+    x, lengths = torch.from_numpy(rows["glyphs"].astype(np.int64)), torch.from_numpy(rows["length"].astype(np.int64))
+    y = torch.from_numpy(rows["label"].astype(np.int64))
     enc = encoder_config(cfg["student"]["model"], settings.to_dict(), len(labels))
-    model = TRMVisionEncoder(enc)
+    model = TRMVisionEncoder(enc, atlas_tensor(split))
     opt = torch.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=0.05, betas=(0.9, 0.95))
     steps = 4 * len(x) // 64
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=4e-3, total_steps=steps, pct_start=0.1)
@@ -254,24 +565,19 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     model.train()
     for step in range(steps):
         idx = torch.randint(0, len(x), (64,), generator=gen)
-        images = random_windows(x[idx], lengths[idx], (enc.cell_height, enc.cell_width, enc.lines, enc.line_chars),
-                                gen, prob=1.0, min_chars=15)
-        loss = torch.nn.functional.cross_entropy(model(images)["logits"], y[idx])
+        glyphs, n = random_windows(x[idx], lengths[idx], gen, prob=1.0, min_chars=15)
+        loss = torch.nn.functional.cross_entropy(model(trim(glyphs, n, enc.line_chars, enc.lines), n)["logits"], y[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         sched.step()
-    extras = model_extras({"train": {"window_prob": 1.0, "window_min_chars": 15}}, labels, CacheSplit(cache / "train"))
+    extras = model_extras({"train": {"window_prob": 1.0, "window_min_chars": 15}}, labels, split)
     save_model(tmp_path / "student", model.eval(), extras)
     onnx_path, int8_path = tmp_path / "student.onnx", tmp_path / "student.int8.onnx"
     export_and_verify(tmp_path / "student", onnx_path, np.load(cache / "test/shard-00000.npy"), 18, 1e-3, 0.001,
                       log=lambda m: None)
     quantize_and_verify(onnx_path, int8_path, QuantizeSettings.from_section(cfg["quantize"]),
                         [cache / "train/shard-00000.npy"], cache / "test", log=lambda m: None)
-    from faker import Faker
-
-    from pixelpipe.data.corpus import DEFAULT_LOCALES
-
     phrases, phrase_truth = [], []
     for i, locale in enumerate(DEFAULT_LOCALES):
         fake = Faker(locale)

@@ -67,6 +67,21 @@ class Notices:
         return out
 
 
+def table_width(session) -> int | str | None:
+    """The width of the model's `glyph_table` input, an overridable initializer (None when the graph has none)."""
+    inputs = [*session.get_inputs(), *session.get_overridable_initializers()]
+    return next((i.shape[1] for i in inputs if i.name == onnxmodel.TABLE_NAME), None)
+
+
+def check_fold(fold: FoldMap, pixels: int, width: int | str | None) -> None:
+    """ValueError unless the fold map turns a cell's pixels into rows the model's table takes: checked at load,
+    not at the first character the atlas lacks."""
+    want = (pixels, width if isinstance(width, int) else fold.matrix.shape[-1])
+    if width is None or fold.matrix.shape != want or fold.offset.shape != want[1:]:
+        raise ValueError(f"fold map {fold.matrix.shape} + {fold.offset.shape} does not fit the model's glyph table "
+                         f"input (width {width}) and {pixels}-pixel cells")
+
+
 class Predictor:
     """An exported pixelpipe model loaded once; `predict` / `predict_proba` over any number of texts."""
 
@@ -82,6 +97,7 @@ class Predictor:
             self.settings = RenderSettings.from_section(self.config["render"])
             self.atlas = GlyphAtlas.from_dict(self.config["atlas"], self.settings.fonts, self.settings.font_size)
             self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
+            check_fold(self.fold, self.settings.cell_height * self.settings.cell_width, table_width(self.session))
         except (TypeError, ValueError, KeyError) as e:
             raise onnxmodel.ModelFileError(f"the model's render settings, atlas or fold map cannot be used: {e}") \
                 from None
@@ -124,12 +140,12 @@ class Predictor:
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
         cells = self.settings.cells
         ok = np.array([e is None for e in errors], bool)
-        lengths = np.minimum(full, cells)
-        used = ids[ok][np.arange(ids.shape[1])[None, :] < lengths[ok][:, None]]
+        valid = np.arange(ids.shape[1])[None, :] < np.minimum(full, cells)[ok][:, None]
+        rows = np.where(valid, ids[ok], -1)  # the blank past a text's end is not a character of the text
+        used = rows[valid]
         unseen = np.unique(used[(used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]])
         if len(unseen):
             names = self.atlas.clusters
-            rows = ids[ok]
             for g in unseen:
                 self.notices.unseen[names[g]] += int((rows == g).any(1).sum())
         self.notices.truncated += int((full[ok] > cells).sum())
@@ -157,8 +173,12 @@ class Predictor:
         """(probabilities [N, classes], error per text or None (its row is NaN), characters per text)."""
         ids, full, errors = self.layout(texts)
         self._count(ids, full, errors)
-        probs = onnxmodel.softmax(self.logits(ids, np.minimum(full, self.settings.cells)).astype(np.float64))
-        probs[[e is not None for e in errors]] = np.nan
+        ok = np.array([e is None for e in errors], bool)
+        probs = np.full((len(texts), len(self.labels)), np.nan)
+        # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
+        # and its NaN logits would fail the finiteness check for the whole batch
+        logits = self.logits(ids[ok], np.minimum(full[ok], self.settings.cells))
+        probs[ok] = onnxmodel.softmax(logits.astype(np.float64))
         return probs, errors, full
 
     def predict(self, texts: Sequence[str], top: int = 1) -> list[Prediction]:
