@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -124,6 +125,7 @@ def two_node_cluster():
     state_dir = Path(tempfile.mkdtemp(prefix="pp-slurm2-"))  # short: munge's socket path is limited to 108 bytes
     with slurm_cluster.local_cluster(state_dir, nodes=2) as env:
         yield state_dir, env
+    shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
