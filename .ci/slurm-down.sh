@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop what .ci/slurm-up.sh STATE_DIR started (slurmd, slurmctld, munged), each by the PID in its pid file,
+# Stop what .ci/slurm-up.sh STATE_DIR started (every slurmd, slurmctld, munged), each by the PID in its pid file,
 # and remove the /etc/slurm/slurm.conf it wrote.
 #   .ci/slurm-down.sh [STATE_DIR]   (default /tmp/pixelpipe-slurm)
 set -uo pipefail
@@ -15,7 +15,9 @@ stop() {  # stop PIDFILE: TERM, wait up to 10 s, then KILL
   fi
   rm -f "$1"
 }
-stop "$STATE/slurmd.pid"
+for pidfile in "$STATE"/slurmd*.pid; do  # one per node entry (slurmd-NODE.pid)
+  stop "$pidfile"
+done
 stop "$STATE/slurmctld.pid"
 stop "$STATE/munge/munged.pid"
 ETC_CONF=/etc/slurm/slurm.conf

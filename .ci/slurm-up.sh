@@ -2,6 +2,8 @@
 # Bring up a one-node SLURM cluster on this host (munged, slurmctld, slurmd as plain daemons, no systemd,
 # no cgroups), everything under one state directory; stop it with .ci/slurm-down.sh STATE_DIR.
 #   .ci/slurm-up.sh [STATE_DIR]     (default /tmp/pixelpipe-slurm)
+#   PIXELPIPE_SLURM_NODES=2 .ci/slurm-up.sh [STATE_DIR]   two node entries on this host (pp-node1, pp-node2),
+#     one slurmd each (`slurmd -N NAME`, its own port), sharing the host's CPUs and memory: multi-node jobs.
 # Prints `export SLURM_CONF=...` (the same file is also installed as /etc/slurm/slurm.conf, see below).
 # Needs root and Debian's slurm-wlm + munge (apt-get install slurm-wlm munge). Apart from
 # /etc/slurm/slurm.conf nothing outside STATE_DIR is written: munge gets its own key and socket, slurm its
@@ -11,8 +13,10 @@ STATE=$(realpath -m "${1:-/tmp/pixelpipe-slurm}")
 CTLD_PORT=${PIXELPIPE_SLURMCTLD_PORT:-6817}
 SLURMD_PORT=${PIXELPIPE_SLURMD_PORT:-6818}
 MIN_JOB_AGE=${PIXELPIPE_SLURM_MIN_JOB_AGE:-3600}  # finished jobs stay visible to squeue this long
+NODES=${PIXELPIPE_SLURM_NODES:-1}
 
 die() { echo "slurm-up: $*" >&2; exit 2; }
+[[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "PIXELPIPE_SLURM_NODES must be a node count (1-99), got '$NODES'"
 [ "$(id -u)" = 0 ] || die "needs root (slurmd runs jobs as their users)"
 for b in munged munge slurmctld slurmd sbatch squeue sinfo scontrol; do
   command -v "$b" >/dev/null || die "'$b' not found: apt-get install slurm-wlm munge"
@@ -30,11 +34,23 @@ munged --force --socket="$SOCK" --key-file="$STATE/munge/munge.key" --pid-file="
   --log-file="$STATE/log/munged.log" --seed-file="$STATE/munge/munged.seed"
 munge --socket="$SOCK" -n | unmunge --socket="$SOCK" >/dev/null || die "munge does not work: see $STATE/log/munged.log"
 
-# slurm.conf: this host as the one node, its CPUs and a bit less memory than it has.
+# slurm.conf: this host as the one node, its CPUs and a bit less memory than it has; or NODES node entries
+# on this host (same address, a port each, the CPUs and memory split between them).
 HOST=$(hostname -s)
 read -r CPUS SOCKETS CORES THREADS MEM < <(slurmd -C | awk -F'[ =]' '/^NodeName/ {
   for (i = 1; i < NF; i++) v[$i] = $(i + 1); print v["CPUs"], v["SocketsPerBoard"], v["CoresPerSocket"], v["ThreadsPerCore"], v["RealMemory"] }')
 MEM=$((MEM * 9 / 10))
+if [ "$NODES" = 1 ]; then
+  NODE_NAMES=$HOST
+  NODE_LINES="NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS SocketsPerBoard=$SOCKETS CoresPerSocket=$CORES ThreadsPerCore=$THREADS RealMemory=$MEM State=UNKNOWN"
+else
+  NODE_CPUS=$((CPUS / NODES > 0 ? CPUS / NODES : 1))
+  NODE_NAMES="" NODE_LINES=""
+  for i in $(seq "$NODES"); do
+    NODE_NAMES+="${NODE_NAMES:+,}pp-node$i"
+    NODE_LINES+="NodeName=pp-node$i NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i - 1)) CPUs=$NODE_CPUS RealMemory=$((MEM / NODES)) State=UNKNOWN"$'\n'
+  done
+fi
 cat > "$STATE/slurm.conf" <<CONF
 # One-node cluster written by pixelpipe's .ci/slurm-up.sh
 ClusterName=pixelpipe
@@ -47,11 +63,12 @@ AuthInfo=socket=$SOCK
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$STATE/ctld
-SlurmdSpoolDir=$STATE/spool
+# %n: the node name, so that several slurmd on this host keep apart
+SlurmdSpoolDir=$STATE/spool/%n
 SlurmctldPidFile=$STATE/slurmctld.pid
-SlurmdPidFile=$STATE/slurmd.pid
+SlurmdPidFile=$STATE/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
-SlurmdLogFile=$STATE/log/slurmd.log
+SlurmdLogFile=$STATE/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -65,10 +82,10 @@ ReturnToService=2
 MinJobAge=$MIN_JOB_AGE
 SchedulerType=sched/backfill
 MpiDefault=none
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS SocketsPerBoard=$SOCKETS CoresPerSocket=$CORES ThreadsPerCore=$THREADS RealMemory=$MEM State=UNKNOWN
-# The partition names profiles/slurm uses; both on the one node.
-PartitionName=cpu Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
-PartitionName=gpu Nodes=$HOST MaxTime=INFINITE State=UP
+$NODE_LINES
+# The partition names profiles/slurm uses; both on every node.
+PartitionName=cpu Nodes=$NODE_NAMES Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$NODE_NAMES MaxTime=INFINITE State=UP
 CONF
 # The default path too: snakemake-executor-plugin-slurm-jobstep drops every SLURM_* variable (SLURM_CONF
 # included) before its inner srun, so jobs only find a slurm.conf at the default path. An existing
@@ -82,13 +99,17 @@ cp "$STATE/slurm.conf" "$ETC_CONF"
 export SLURM_CONF="$STATE/slurm.conf"
 
 slurmctld -c -f "$SLURM_CONF"   # -c: start with no jobs from an earlier run
-slurmd -f "$SLURM_CONF"
+for name in ${NODE_NAMES//,/ }; do
+  mkdir -p "$STATE/spool/$name"
+  slurmd -f "$SLURM_CONF" -N "$name"
+done
 for _ in $(seq 60); do
-  state=$(sinfo -h -n "$HOST" -o %T 2>/dev/null | head -1 || true)
-  case "$state" in
-    idle|mixed|allocated) echo "export SLURM_CONF=$SLURM_CONF"; exit 0 ;;
-    down*|drain*) scontrol update nodename="$HOST" state=resume 2>/dev/null || true ;;
-  esac
+  states=$(sinfo -h -N -n "$NODE_NAMES" -o "%N %T" 2>/dev/null | sort -u || true)  # a line per node and partition
+  if [ "$(grep -cE ' (idle|mixed|allocated)$' <<< "$states")" = "$NODES" ]; then
+    echo "export SLURM_CONF=$SLURM_CONF"
+    exit 0
+  fi
+  grep -qE " (down|drain)" <<< "$states" && { scontrol update nodename="$NODE_NAMES" state=resume 2>/dev/null || true; }
   sleep 0.5
 done
-die "node $HOST did not become idle (state '${state:-?}'): see $STATE/log/"
+die "nodes $NODE_NAMES did not all become idle (states: ${states//$'\n'/, }): see $STATE/log/"

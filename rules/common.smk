@@ -80,8 +80,23 @@ def training_threads():
 
 
 def training_gpus(wildcards):
-    """GPUs a training job asks for: one per DDP process on the GPU profiles (the plugin submits --gpus=N)."""
-    return config["engine"]["ddp_processes"] if config["hardware"]["profile"] != "cpu" else 0
+    """GPUs a one-node training job asks for: one per DDP process on the GPU profiles (the plugin submits --gpus=N,
+    a count for the whole job; several nodes ask per node instead: training_nodes)."""
+    one_node = config["engine"]["nodes"] == 1
+    return config["engine"]["ddp_processes"] if config["hardware"]["profile"] != "cpu" and one_node else 0
+
+
+def training_nodes():
+    """A training job's shape for snakemake-executor-plugin-slurm: `--nodes=1`, or engine.nodes nodes of one task each
+    that the job starts itself with srun (`mpi`: the plugin's jobstep then runs the job in the batch step, not in a
+    one-task srun; `tasks`, since `--ntasks=1` would shrink the job to one node), GPUs per node as GRES."""
+    nodes = config["engine"]["nodes"]
+    if nodes == 1:
+        return {"nodes": 1}
+    shape = {"nodes": nodes, "tasks": nodes, "mpi": "srun", "tasks_per_gpu": 0}  # 0: no --ntasks-per-gpu
+    if config["hardware"]["profile"] != "cpu":
+        shape["gres"] = f"gpu:{config['engine']['ddp_processes']}"
+    return shape
 
 
 def render_params():

@@ -20,6 +20,7 @@ rule train_student:
     threads: training_threads()
     resources:
         gpu=training_gpus,
+        **training_nodes(),
         **engine_runtime(),
     log:
         "logs/train_student/student.log",

@@ -18,6 +18,7 @@ rule train_teacher:
     threads: training_threads()
     resources:
         gpu=training_gpus,
+        **training_nodes(),
         **engine_runtime(),
     log:
         "logs/train_teacher/teacher.log",

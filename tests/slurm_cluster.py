@@ -1,4 +1,5 @@
-"""A one-node SLURM cluster for the tests: .ci/slurm-up.sh starts it, .ci/slurm-down.sh stops it by PID.
+"""A local SLURM cluster for the tests (one node, or several node entries on this host): .ci/slurm-up.sh starts it,
+.ci/slurm-down.sh stops it by PID.
 
 The tests skip (with the reason) where it cannot run: not Linux, not root, no SLURM binaries (CI
 installs Debian's slurm-wlm with apt only where it can), no executor plugin, or a real SLURM set up.
@@ -41,9 +42,11 @@ def unavailable_reason() -> str | None:
 
 
 @contextlib.contextmanager
-def local_cluster(state_dir: Path) -> Iterator[dict[str, str]]:
-    """Start the cluster, yield the environment its clients need, stop it whatever happens."""
-    proc = subprocess.run([str(UP), str(state_dir)], capture_output=True, text=True, timeout=120)
+def local_cluster(state_dir: Path, nodes: int = 1) -> Iterator[dict[str, str]]:
+    """Start the cluster (`nodes` node entries on this host), yield the environment its clients need, stop it
+    whatever happens."""
+    proc = subprocess.run([str(UP), str(state_dir)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PIXELPIPE_SLURM_NODES": str(nodes)})
     try:
         if proc.returncode != 0:
             raise RuntimeError(f"slurm-up.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -97,7 +97,7 @@ def test_two_gloo_processes_end_identical_and_match_one_process(tmp_path):
     ranks = torchrun_toy(tmp_path / "ddp", ckpt=str(tmp_path / "ckpt"))
     assert all(torch.equal(ranks[0]["params"][k], ranks[1]["params"][k]) for k in ranks[0]["params"])
     ddp = ranks[0]["resolved"]["ddp"]
-    assert ddp == {"processes": 2, "backend": "gloo", "micro_batch_per_process": 2, "ranks_identical": True}
+    assert ddp == {"processes": 2, "nodes": 1, "backend": "gloo", "micro_batch_per_process": 2, "ranks_identical": True}
     assert ranks[0]["loss_curve"] == ranks[1]["loss_curve"]  # the reading is the all-reduced loss
     result, params = one_process()
     assert len(result.loss_curve) == 16  # 64 samples / 8 = 8 steps per epoch, 2 epochs

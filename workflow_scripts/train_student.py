@@ -1,5 +1,5 @@
 # Snakemake adapter: distil the student from the cache images and the consolidated teacher outputs
-# (under torchrun when engine.ddp_processes > 1).
+# (under torchrun when engine.ddp_processes > 1; one torchrun per node, started by srun, when engine.nodes > 1).
 from pathlib import Path
 
 from pixelpipe.core.logs import stage_log
@@ -18,7 +18,7 @@ with stage_log(sm.log[0]) as log, StageMeter("train_student", sm.output.metrics,
                         labels_path=Path(sm.input.labels), out_dir=Path(sm.output.model).parent,
                         ckpt_dir=Path(sm.params.checkpoints), threads=sm.threads,
                         profile_dir=Path(sm.params.profile_dir)),
-        processes=cfg["engine"]["ddp_processes"], log=log, log_path=sm.log[0],
+        processes=cfg["engine"]["ddp_processes"], nodes=cfg["engine"]["nodes"], log=log, log_path=sm.log[0],
     )
     meter.record(samples=result.samples, components=result.components, resolved=result.resolved, **summary,
                  loss_curve=result.loss_curve, checkpoint_bytes=path_bytes([sm.params.checkpoints]))

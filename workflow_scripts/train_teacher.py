@@ -1,4 +1,5 @@
-# Snakemake adapter: train the teacher on the cache shards (under torchrun when engine.ddp_processes > 1).
+# Snakemake adapter: train the teacher on the cache shards (under torchrun when engine.ddp_processes > 1;
+# one torchrun per node, started by srun, when engine.nodes > 1).
 from pathlib import Path
 
 from pixelpipe.core.logs import stage_log
@@ -14,7 +15,7 @@ with stage_log(sm.log[0]) as log, StageMeter("train_teacher", sm.output.metrics,
         "teacher", dict(cfg=cfg, cache_root=Path(sm.input.cache[0]).parents[1], labels_path=Path(sm.input.labels),
                         out_dir=Path(sm.output.model).parent, threads=sm.threads, ckpt_dir=Path(sm.params.checkpoints),
                         profile_dir=Path(sm.params.profile_dir)),
-        processes=cfg["engine"]["ddp_processes"], log=log, log_path=sm.log[0],
+        processes=cfg["engine"]["ddp_processes"], nodes=cfg["engine"]["nodes"], log=log, log_path=sm.log[0],
     )
     meter.record(samples=result.samples, components=result.components, resolved=result.resolved, **summary,
                  loss_curve=result.loss_curve, checkpoint_bytes=path_bytes([sm.params.checkpoints]))

@@ -35,8 +35,8 @@ def runtime_keys(section: str = "engine") -> tuple[str, ...]:
     """The switches of `section` marked `x-runtime: true` in the schema: they cannot change what a run
     computes, so they stay out of Snakemake params (no rerun) and out of run fingerprints.
 
-    ddp_processes is one: the processes together see the samples, windows and steps of one process (only
-    float summation order differs, as with threads), so a checkpoint resumes at any process count.
+    ddp_processes and nodes are two: the processes together see the samples, windows and steps of one process
+    (only float summation order differs, as with threads), so a checkpoint resumes at any process count.
     Snakemake resources are integers, so a runtime key must be an integer or a boolean.
     """
     props = section_properties(section)
@@ -180,10 +180,10 @@ def _check_consistency(cfg: dict) -> None:
         if m["dim"] % m["heads"]:
             problems.append(f"{role}.model.dim ({m['dim']}) must be divisible by {role}.model.heads ({m['heads']})")
         bs = cfg[role]["train"]["batch_size"]
-        acc, procs = cfg["engine"]["grad_accum_steps"], cfg["engine"]["ddp_processes"]
-        if bs != "auto" and bs % (acc * procs):
+        acc, procs, nodes = (cfg["engine"][k] for k in ("grad_accum_steps", "ddp_processes", "nodes"))
+        if bs != "auto" and bs % (acc * procs * nodes):
             problems.append(f"{role}.train.batch_size ({bs}) must be divisible by engine.grad_accum_steps ({acc}) "
-                            f"x engine.ddp_processes ({procs})")
+                            f"x engine.ddp_processes ({procs})" + (f" x engine.nodes ({nodes})" if nodes > 1 else ""))
     if cfg["student"]["model"]["num_capsules"] != cfg["teacher"]["model"]["num_capsules"]:
         problems.append("student.model.num_capsules must equal teacher.model.num_capsules (sketches are aligned per capsule)")
     if "train" not in cfg["encode"]["splits"]:

@@ -1,8 +1,9 @@
 """Data-parallel training across processes: who this process is, and the few collectives the engine needs.
 
 torchrun starts one process per GPU (NCCL) or, on CPU, per share of the cores (gloo) and tells each its
-RANK, WORLD_SIZE and LOCAL_RANK. Without a process group this is the one process of a world of one and
-every helper is a no-op, so the engine has a single code path.
+RANK, WORLD_SIZE and LOCAL_RANK; across nodes (one torchrun per node, started by srun: pixelpipe.train.slurm_launch)
+the agents' c10d rendezvous numbers the ranks over all nodes, and this setup is the same. Without a process group
+this is the one process of a world of one and every helper is a no-op, so the engine has a single code path.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Dist:
     world: int = 1
     local_rank: int = 0
     backend: str | None = None
+    nodes: int = 1  # torchrun agents in the rendezvous (GROUP_WORLD_SIZE): one per node
 
     @property
     def main(self) -> bool:
@@ -37,7 +39,8 @@ def current() -> Dist:
     """The initialized process group's view, or the single process."""
     if not (dist.is_available() and dist.is_initialized()):
         return Dist()
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_backend())
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_backend(),
+                int(os.environ.get("GROUP_WORLD_SIZE", "1")))
 
 
 def init(device_kind: str) -> Dist:

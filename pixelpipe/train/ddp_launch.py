@@ -1,10 +1,11 @@
 """Run a training stage in N processes under torchrun, from inside one Snakemake job.
 
 The job's own process keeps the log and the StageMeter (whose process-tree sampling then covers every
-rank): it writes the stage's arguments to a JSON spec, runs
-`python -m torch.distributed.run --standalone --nproc_per_node=N -m pixelpipe.train.ddp_launch SPEC`, and reads
-back what rank 0 wrote. Each rank joins the process group (NCCL on CUDA, gloo on CPU), runs the same
-stage function, and only rank 0 logs and writes outputs. With N = 1 the stage runs in the job's process.
+rank on its node): it writes the stage's arguments to a JSON spec, runs
+`python -m torch.distributed.run --standalone --nproc_per_node=N -m pixelpipe.train.ddp_launch SPEC`
+(on several nodes: srun starting one torchrun per node, pixelpipe.train.slurm_launch), and reads back what
+rank 0 wrote. Each rank joins the process group (NCCL on CUDA, gloo on CPU), runs the same stage function,
+and only rank 0 logs and writes outputs. With one process on one node the stage runs in the job's process.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Callable
 
 from ..core import distributed
 from ..core.io import read_json, write_json
+from . import slurm_launch
 from .engine import TrainResult, available_cores
 
 PATH_ARGS = ("cache_root", "dataset_dir", "teacher_dir", "labels_path", "out_dir", "ckpt_dir", "profile_dir")
@@ -37,6 +39,13 @@ def torchrun_command(processes: int, spec: Path) -> list[str]:
             "-m", "pixelpipe.train.ddp_launch", str(spec)]
 
 
+def launch_command(processes: int, nodes: int, threads: int, spec: Path) -> list[str]:
+    """torchrun on this node, or (nodes > 1, inside a SLURM job only) srun starting one torchrun per node."""
+    if nodes <= 1:
+        return torchrun_command(processes, spec)
+    return slurm_launch.srun_torchrun_command(slurm_launch.allocation(nodes), processes, threads, spec)
+
+
 def rank_threads(threads: int | None, processes: int) -> int:
     """Each rank's share of the job's cores (Snakemake may grant more threads than the machine has cores)."""
     cores = available_cores()
@@ -44,17 +53,21 @@ def rank_threads(threads: int | None, processes: int) -> int:
 
 
 def run_stage(stage: str, kwargs: dict, processes: int, log: Callable[[str], None],
-              log_path: str | None = None) -> tuple[TrainResult, dict]:
-    """`train_{stage}(**kwargs)` in `processes` ranks (threads split between them); (result, summary) of rank 0."""
-    if processes <= 1:
+              log_path: str | None = None, nodes: int = 1) -> tuple[TrainResult, dict]:
+    """`train_{stage}(**kwargs)` in `processes` ranks on each of `nodes` nodes (a node's threads split between its
+    ranks); (result, summary) of rank 0."""
+    if processes <= 1 and nodes <= 1:
         return _stages()[stage](**kwargs, log=log)
-    kwargs = {**kwargs, "threads": rank_threads(kwargs.get("threads"), processes)}
-    with tempfile.TemporaryDirectory(prefix="pixelpipe-ddp-") as tmp:
+    job_threads = min(kwargs.get("threads") or available_cores(), available_cores())  # a node's cores
+    kwargs = {**kwargs, "threads": rank_threads(job_threads, processes)}
+    # Across nodes rank 0 may run on any node: the spec and its result live beside the outputs (shared filesystem).
+    with tempfile.TemporaryDirectory(prefix=".ddp-" if nodes > 1 else "pixelpipe-ddp-",
+                                     dir=kwargs["out_dir"] if nodes > 1 else None) as tmp:
         spec, result = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         write_json(spec, {"stage": stage, "result": str(result),
                           "kwargs": {k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()}})
-        cmd = torchrun_command(processes, spec)
-        log(f"{stage}: {processes} DDP processes: {' '.join(cmd)}")
+        cmd = launch_command(processes, nodes, job_threads, spec)
+        log(f"{stage}: {nodes} node(s) x {processes} DDP processes: {' '.join(cmd)}")
         sink = open(log_path, "a", buffering=1) if log_path else None
         try:
             env = {**os.environ, "OMP_NUM_THREADS": str(kwargs["threads"])}  # else torchrun sets 1 and warns
@@ -63,7 +76,8 @@ def run_stage(stage: str, kwargs: dict, processes: int, log: Callable[[str], Non
             if sink:
                 sink.close()
         if rc != 0 or not result.exists():
-            raise RuntimeError(f"{stage}: torchrun exited with status {rc}; the ranks' output is in "
+            raise RuntimeError(f"{stage}: {'srun' if nodes > 1 else 'torchrun'} exited with status {rc}; the ranks' "
+                               f"output is in "
                                f"{log_path or 'stderr'}")
         data = read_json(result)
     return TrainResult(**data["result"]), data["summary"]
@@ -95,7 +109,7 @@ def worker(spec_path: str) -> None:
 
     try:
         result, summary = _stages()[spec["stage"]](**kwargs, log=log)
-        summary = {**summary, **_gpu_peaks(d), "ddp_processes": d.world}
+        summary = {**summary, **_gpu_peaks(d), "ddp_processes": d.world, "ddp_nodes": d.nodes}
         if d.main:
             write_json(spec["result"], {"result": asdict(result), "summary": summary})
     finally:

@@ -69,6 +69,7 @@ class EngineSettings(Section):
     progress: bool
     threads: int
     ddp_processes: int
+    nodes: int
     loss_every_steps: int
     length_grouping: int
 
@@ -708,7 +709,7 @@ class Trainer:
                 "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
                 "resumed_from_step": self.resumed_from, "device": str(self.device),
                 "grad_scaler": self.scaler.is_enabled(),
-                "ddp": {"processes": self.dist.world, "backend": self.dist.backend,
+                "ddp": {"processes": self.dist.world, "nodes": self.dist.nodes, "backend": self.dist.backend,
                         "micro_batch_per_process": self.micro // self.dist.world,
                         "ranks_identical": self.ranks_identical}}
 
