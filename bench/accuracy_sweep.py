@@ -122,9 +122,15 @@ def run_variant(name: str, cfg: dict, root: Path) -> dict:
     mean_len = float(np.mean([min(len(t), cfg["render"]["line_chars"] * cfg["render"]["lines"]) for t in texts]))
     tcfg = encoder_config(cfg["teacher"]["model"], cfg["render"], len(labels))
     scfg = encoder_config(cfg["student"]["model"], cfg["render"], len(labels))
+    from pixelpipe.deploy.fold import deployed_flops
+    from pixelpipe.model.checkpoint import load_model
+
+    student_model, _ = load_model(out / "student")
     return {"variant": name, "teacher": {**tsum, **scores["teacher"]}, "student": {**ssum, **scores["student"]},
+            "mean_chars": round(mean_len, 1),
             "mflops_at_mean_length": {"teacher": round(flops_per_sample(tcfg, mean_len) / 1e6, 2),
-                                      "student": round(flops_per_sample(scfg, mean_len) / 1e6, 2)},
+                                      "student": round(flops_per_sample(scfg, mean_len) / 1e6, 2),
+                                      "student_deployed": round(deployed_flops(student_model, mean_len) / 1e6, 3)},
             "deployed": deployed_speed(out / "student", texts, out), "overrides": cfg.get("_overrides")}
 
 

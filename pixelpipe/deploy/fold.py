@@ -79,6 +79,23 @@ def ngram_fold(model: TRMVisionEncoder) -> tuple[FoldMap, np.ndarray]:
     return fold, conv.bias.detach().float().numpy()
 
 
+GELU_FLOPS = 8  # an erf-based GELU per element, counted like the encoder's FLOPs (2 per multiply-add)
+
+
+def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
+    """FLOPs per text of `tokens` characters in the deployed (folded) form: the table rows summed, the GELU,
+    the pooling and the head for `ngram`; for `stem` the model's own count without the stem's pixels."""
+    from ..model.encoder import flops_per_sample
+
+    cfg = model.cfg
+    n = tokens + cfg.lead
+    if deploy_form(model) == "ngram":
+        h = cfg.mixer_hidden
+        return float(n * h * (cfg.mixer_kernel + cfg.lead + GELU_FLOPS) + 2 * n * h + 2 * cfg.head_features * cfg.num_classes)
+    kh, kw = cfg.stem_kernel
+    return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * cfg.dim * (kw // cfg.cell_width)
+
+
 def fold_for(model: TRMVisionEncoder) -> FoldMap:
     return ngram_fold(model)[0] if deploy_form(model) == "ngram" else stem_fold(model)
 
