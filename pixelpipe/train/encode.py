@@ -46,28 +46,29 @@ Batch = tuple[torch.Tensor, torch.Tensor]  # glyph ids [B, N] (trimmed), lengths
 
 
 def _read_batches(rows: np.ndarray, batch_size: int, pin: bool, line_chars: int,
-                  lines: int) -> Iterator[tuple[int, int, Batch]]:
-    """Memory-mapped slices of glyph rows as (pinned) tensors, trimmed, read one batch ahead on a thread."""
-    n = len(rows)
+                  lines: int) -> Iterator[tuple[np.ndarray, Batch]]:
+    """(row positions, batch) in order of length: each batch holds texts of similar length, trimmed to its
+    longest (no compute on padding), as (pinned) tensors read one batch ahead on a thread."""
+    order = np.argsort(np.asarray(rows["length"]), kind="stable")
 
     def load(start: int) -> Batch:
-        block = rows[start : min(n, start + batch_size)]
+        block = rows[np.sort(order[start : start + batch_size])]  # sorted positions: sequential reads of the map
         lengths = torch.from_numpy(block["length"].astype(np.int64))
         glyphs = trim(torch.from_numpy(block["glyphs"].astype(np.int64)), lengths, line_chars, lines)
         return (glyphs.pin_memory(), lengths.pin_memory()) if pin else (glyphs, lengths)
 
-    starts = list(range(0, n, batch_size))
+    starts = list(range(0, len(rows), batch_size))
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(load, starts[0]) if starts else None
         for i, start in enumerate(starts):
             batch = future.result()
             if i + 1 < len(starts):
                 future = pool.submit(load, starts[i + 1])
-            yield start, start + len(batch[1]), batch
+            yield np.sort(order[start : start + batch_size]), batch
 
 
-# One batch's results on their way to the host: (start, stop, host tensors, the CUDA event their copies wait on)
-Pending = tuple[int, int, dict[str, torch.Tensor], object]
+# One batch's results on their way to the host: (row positions, host tensors, the CUDA event their copies wait on)
+Pending = tuple[np.ndarray, dict[str, torch.Tensor], object]
 
 
 def _forward_to_host(model: TRMVisionEncoder, batch: Batch, device: torch.device, precision: str,
@@ -96,11 +97,11 @@ def _forward_to_host(model: TRMVisionEncoder, batch: Batch, device: torch.device
 
 def _drain(out: dict[str, np.ndarray], item: Pending) -> None:
     """Wait for one batch's copies (a batch late, so they overlap the next forward) and store them."""
-    start, stop, host, event = item
+    positions, host, event = item
     if event is not None:
         event.synchronize()
     for name, value in host.items():
-        out[name][start:stop] = value.numpy()
+        out[name][positions] = value.numpy()
 
 
 @torch.inference_mode()
@@ -134,12 +135,12 @@ def encode_rows(
             item = next(batches, None)
             if item is None:
                 break
-            start, stop, batch = item
+            positions, batch = item
             host, event = _forward_to_host(model, batch, device, precision, t)
             if pending is not None:
                 _drain(out, pending)
-            pending = (start, stop, host, event)
-            bar.update(stop - start)
+            pending = (positions, host, event)
+            bar.update(len(positions))
         if pending is not None:
             t.start("to_host")
             _drain(out, pending)

@@ -366,6 +366,13 @@ def trimmed(batch: dict[str, torch.Tensor], line_chars: int, lines: int) -> dict
     return {**batch, "glyphs": trim(batch["glyphs"], batch["length"], line_chars, lines)}
 
 
+def by_length(dataset: Dataset) -> np.ndarray:
+    """Row order for scoring: by length when the dataset knows its lengths (batches trimmed, no compute on
+    padding; accuracy does not depend on the order), else as stored."""
+    lengths = dataset.lengths() if hasattr(dataset, "lengths") else None
+    return np.argsort(lengths, kind="stable") if lengths is not None else np.arange(len(dataset))
+
+
 @torch.inference_mode()
 def evaluate(
     model: nn.Module,
@@ -380,8 +387,10 @@ def evaluate(
     batch halved on out-of-memory (each rank retries alone; the only collective comes after)."""
     model.eval()
     d = dist or Dist()
+    order = by_length(dataset)
     if d.enabled:
-        dataset = Subset(dataset, range(d.rank, len(dataset), d.world))
+        order = order[d.rank :: d.world]
+    dataset = Subset(dataset, order.tolist())
 
     def run(bs: int) -> tuple[int, float, int]:
         loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers,
