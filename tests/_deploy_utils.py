@@ -59,7 +59,7 @@ def tiny_student(settings: RenderSettings, atlas: GlyphAtlas, core: str = "none"
                  seed: int = 0, **model: Any) -> TRMVisionEncoder:
     """A tiny encoder over `atlas`, weights moved away from their initialization (eval mode); `model` overrides
     `{role}.model` keys (mixer_kernel, positions, ...)."""
-    shape = {**dict(core=core, stem=stem, mixer_kernel=3, mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2,
+    shape = {**dict(core=core, stem=stem, activation="gelu", mixer_kernel=3, mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2,
                     mlp_ratio=1.0, H_cycles=1, L_cycles=1, num_capsules=2), **model}
     cfg = EncoderConfig(channels=settings.channels, cell_height=settings.cell_height, cell_width=settings.cell_width,
                         lines=settings.lines, line_chars=settings.line_chars, num_classes=len(LABELS),

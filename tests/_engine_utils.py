@@ -16,7 +16,7 @@ from tests._config_utils import section
 torch.set_num_threads(1)
 
 # one line of 4 cells of 16 x 8 (16 x 32 images)
-TINY = dict(channels=1, cell_height=16, cell_width=8, lines=1, line_chars=4, core="recursive", stem="pair", mixer_kernel=3,
+TINY = dict(channels=1, cell_height=16, cell_width=8, lines=1, line_chars=4, core="recursive", stem="pair", activation="gelu", mixer_kernel=3,
             mixer_ratio=2.0, positions=False, dim=16, depth=1, heads=2, mlp_ratio=1.0, H_cycles=2, L_cycles=2,
             num_capsules=2, num_classes=3, num_children=4, checksum_bits=32)
 

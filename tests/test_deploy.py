@@ -11,6 +11,7 @@ import torch
 from pixelpipe.deploy import onnxmodel
 from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, deploy_form, folded_module
+from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
 from pixelpipe.model.checkpoint import load_model
@@ -45,7 +46,8 @@ def _student(core: str, stem: str, lines: int, channels: int = 1, **model):
 VARIANTS = [("none", "pair", 1, dict(channels=3)), ("recursive", "pair", 1, dict(channels=3)),
             ("none", "pair", 1, dict(positions=True)), ("recursive", "pair", 2, dict(positions=True)),
             ("none", "cell", 1, dict(mixer_kernel=5)), ("none", "pair", 1, dict(mixer_kernel=1)),
-            ("recursive", "pair", 1, dict(mixer_kernel=5))]
+            ("recursive", "pair", 1, dict(mixer_kernel=5)), ("none", "pair", 1, dict(activation="relu")),
+            ("none", "cell", 2, dict(activation="relu"))]
 
 
 def _variant_id(value):
@@ -57,7 +59,7 @@ def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     """Rendering and the stem (and for core none on one line the n-gram convolution) folded into per-glyph tables
     give the torch student's logits on real text, trimmed to the batch's longest text or padded to the layout."""
     model, settings, atlas, ids, lengths = _student(core, stem, lines, **variant)
-    module, fold = folded_module(model, atlas.cells)
+    module, fold, table = folded_module(model, atlas.cells)
     ngram = (core, lines) == ("none", 1) and not variant.get("positions")
     expected = FoldedNgramStudent if ngram else FoldedStemEncoder
     assert isinstance(module, expected)
@@ -69,9 +71,9 @@ def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     padded = {**trimmed, "glyphs": np.where(np.arange(settings.cells) < lengths[:, None], ids + 1, 0)}
     with torch.inference_mode():
         for feeds in (trimmed, padded):
-            got = module(*(torch.from_numpy(feeds[k]) for k in onnxmodel.INPUT_NAMES)).numpy()
+            got = module(*(torch.from_numpy(feeds[k]) for k in onnxmodel.INPUT_NAMES), torch.from_numpy(table)).numpy()
             np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
-    np.testing.assert_allclose(module.glyph_table.numpy(), fold.table(atlas.cells), atol=0)
+    np.testing.assert_allclose(table, span_major(fold.table(atlas.cells), module.spans), atol=0)
 
 
 @pytest.fixture(scope="module")
@@ -117,18 +119,21 @@ def test_glyph_table_is_an_overridable_input(exported, core, stem, lines):
     session = onnxmodel.open_session(path, 1)
     meta = onnxmodel.read_metadata(session)
     fold = meta["fold"]
-    rebuilt = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"])).table(atlas.cells)
+    rows = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"])).table(atlas.cells)
+    spans = fold["spans"]
+    rebuilt = span_major(rows, spans)  # the deployed layout: row s * (G + 1) + g
     stored = next(t for t in onnx.load(str(path)).graph.initializer if t.name == onnxmodel.TABLE_NAME)
     np.testing.assert_allclose(onnx.numpy_helper.to_array(stored), rebuilt, atol=1e-6)
     assert fold["form"] == ("ngram" if (core, lines) == ("none", 1) else "stem")
     feeds = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
     default = onnxmodel.run_logits(session, feeds)
-    extra = np.random.default_rng(0).normal(size=(5, rebuilt.shape[1])).astype(np.float32)
-    extended = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: np.concatenate([rebuilt, extra])})
-    np.testing.assert_allclose(extended, default, atol=1e-6, rtol=0)
-    changed = rebuilt.copy()
+    extra = np.random.default_rng(0).normal(size=(5, rows.shape[1])).astype(np.float32)
+    extended = span_major(np.concatenate([rows, extra]), spans)  # five more glyphs in every span
+    np.testing.assert_allclose(onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: extended}), default,
+                               atol=1e-6, rtol=0)
+    changed = rows.copy()
     changed[feeds["glyphs"][0, 0]] += extra[0]  # not a constant shift: the recursive core's norms would cancel it
-    moved = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: changed})
+    moved = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: span_major(changed, spans)})
     assert np.abs(moved[0] - default[0]).max() > 1e-3
 
 
@@ -217,16 +222,19 @@ def test_int8_keeps_the_glyph_table_overridable(tiny_run):
     """Quantization leaves the table a float input that predict can extend: extra rows change nothing for the old
     ids, and a changed row is used."""
     session = onnxmodel.open_session(tiny_run / "models/student.int8.onnx", 1)
+    spans = onnxmodel.read_metadata(session)["fold"]["spans"]
     table = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(tiny_run / "models/student.int8.onnx")).graph
                                             .initializer if t.name == onnxmodel.TABLE_NAME))
+    rows = table.reshape(spans, -1, table.shape[1]).transpose(1, 0, 2).reshape(-1, spans * table.shape[1])
     feeds, _ = next(onnxmodel.split_batches(tiny_run / "cache/test"))
     default = onnxmodel.run_logits(session, feeds)
-    extended = np.concatenate([table, np.ones((3, table.shape[1]), np.float32)])
+    extended = span_major(np.concatenate([rows, np.ones((3, rows.shape[1]), np.float32)]), spans)
     np.testing.assert_allclose(onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: extended}), default,
                                atol=1e-6)
-    table = table.copy()
-    table[feeds["glyphs"][0, 0]] += np.random.default_rng(0).normal(size=table.shape[1]).astype(np.float32)
-    assert np.abs(onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: table}) - default).max() > 1e-3
+    rows = rows.copy()
+    rows[feeds["glyphs"][0, 0]] += np.random.default_rng(0).normal(size=rows.shape[1]).astype(np.float32)
+    moved = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: span_major(rows, spans)})
+    assert np.abs(moved - default).max() > 1e-3
 
 
 def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):

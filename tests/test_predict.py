@@ -73,11 +73,12 @@ def test_unseen_characters_are_drawn_and_folded_on_the_fly(deployed_student):
     p = Predictor(d.path)
     ids, full, errors = p.layout(texts)
     assert errors == [None] * 4 and set(np.unique(ids[ids >= len(d.charset)])) == {len(d.charset), len(d.charset) + 1}
-    assert p.table.shape == (len(d.charset) + 3, p.fold.matrix.shape[1])  # PAD, the atlas, two folded rows
+    assert p.rows.shape == (len(d.charset) + 3, p.fold.matrix.shape[1])  # PAD, the atlas, two folded rows
+    assert p.table.shape == (p.spans * (len(d.charset) + 3), p.fold.matrix.shape[1] // p.spans)  # span-major
     reference = d.reference(texts)
     np.testing.assert_allclose(p.logits(ids, np.minimum(full, d.settings.cells)), reference, atol=1e-4, rtol=0)
     np.testing.assert_allclose(p.predict_proba(texts)[0], _softmax(reference), atol=1e-5)
-    assert len(p.table) == len(d.charset) + 3  # drawn and folded once
+    assert len(p.rows) == len(d.charset) + 3  # drawn and folded once
     untouched = Predictor(d.path)
     np.testing.assert_allclose(untouched.predict_proba(texts[3:])[0], _softmax(reference[3:]), atol=1e-5)
     assert untouched.table is None  # nothing to fold: the file's own table serves

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..config.settings import CellGrid, Section
 from ..core import io
-from .atlas import GlyphAtlas, clusters, is_plain, normalize
+from .atlas import GlyphAtlas, clusters, joining_table, normalize
 
 CACHE_FORMAT = "pixelpipe.cache/3"
 
@@ -100,26 +100,26 @@ class Renderer:
         return self._by_codepoint[codepoints] if (cells < 0).any() else cells
 
     def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]).
+        """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]; 0 = empty).
 
-        Texts without combining marks (nearly all) go through one vectorized
-        code point lookup; the others are split into clusters one by one.
+        All texts' code points are looked up at once: texts without a joining character (nearly all) are
+        their own clusters and go through one vectorized code point -> cell lookup; the others are split
+        into clusters one by one.
         """
-        cap = self.settings.cells
-        out = np.zeros((len(texts), cap), np.int32)
-        full = np.zeros(len(texts), np.int64)
+        cap, n = self.settings.cells, len(texts)
+        out = np.zeros((n, cap), np.int32)
         normal = [normalize(t) for t in texts]
-        plain = [i for i, t in enumerate(normal) if is_plain(t)]
-        if plain:
-            lens = np.fromiter((len(normal[i]) for i in plain), np.int64, len(plain))
-            codepoints = np.frombuffer("".join(normal[i] for i in plain).encode("utf-32-le"), np.uint32)
-            cells = self._codepoint_cells(codepoints)
-            rows = np.repeat(np.asarray(plain), lens)
-            pos = np.arange(len(codepoints)) - np.repeat(np.cumsum(lens) - lens, lens)
-            keep = pos < cap
-            out[rows[keep], pos[keep]] = cells[keep]
-            full[plain] = lens
-        for row in sorted(set(range(len(texts))) - set(plain)):
+        lens = np.fromiter(map(len, normal), np.int64, n)
+        codepoints = np.frombuffer("".join(normal).encode("utf-32-le"), np.uint32)
+        rows = np.repeat(np.arange(n), lens)
+        joined = np.zeros(n, bool)
+        joined[rows[joining_table()[codepoints]]] = True
+        keep = ~joined[rows]
+        pos = np.arange(len(codepoints)) - np.repeat(np.cumsum(lens) - lens, lens)
+        keep &= pos < cap
+        out[rows[keep], pos[keep]] = self._codepoint_cells(codepoints[keep])
+        full = lens.copy()
+        for row in np.flatnonzero(joined):
             cl = clusters(normal[row])
             full[row] = len(cl)
             out[row, : min(cap, len(cl))] = [self.atlas.lookup(c) for c in cl[:cap]]

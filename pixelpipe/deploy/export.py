@@ -95,22 +95,18 @@ def dedupe_initializers(model: Any) -> int:
     return len(rename)
 
 
-def table_as_input(proto: Any, shape: tuple[int, int]) -> None:
-    """Name the glyph table initializer (the exporter's optimizer renames it; it is the only one of its shape) and
-    make it also a graph input with a free row count: an overridable initializer predict can extend."""
-    from onnx import TensorProto, helper
+def table_default(proto: Any, table: np.ndarray) -> None:
+    """The exported table as the default of the `glyph_table` input (an initializer of the input's name: an
+    overridable initializer), so the file classifies on its own and predict may pass an extended table."""
+    from onnx import numpy_helper
 
-    found = [t for t in proto.graph.initializer if tuple(t.dims) == tuple(shape)]
-    if len(found) != 1:
-        raise ValueError(f"exported graph has {len(found)} initializers of the glyph table's shape {shape}, expected 1")
-    old, found[0].name = found[0].name, onnxmodel.TABLE_NAME
-    for node in proto.graph.node:
-        node.input[:] = [onnxmodel.TABLE_NAME if i == old else i for i in node.input]
-    proto.graph.input.append(helper.make_tensor_value_info(onnxmodel.TABLE_NAME, TensorProto.FLOAT,
-                                                           ["table_rows", shape[1]]))
+    if onnxmodel.TABLE_NAME not in {i.name for i in proto.graph.input}:
+        raise ValueError(f"exported graph has no input named {onnxmodel.TABLE_NAME!r}")
+    proto.graph.initializer.append(numpy_helper.from_array(table, onnxmodel.TABLE_NAME))
 
 
-def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, opset: int) -> Any:
+def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, table: np.ndarray, spans: int,
+                    opset: int) -> Any:
     cfg = model.cfg
     if cfg.lines > 1:
         tokens = torch.export.Dim("lines", min=1, max=cfg.lines) * cfg.line_chars
@@ -118,13 +114,15 @@ def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, opset: int
     else:
         tokens, example_t = torch.export.Dim("tokens", min=1, max=cfg.cells), min(cfg.cells, 8)
     batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    rows = torch.export.Dim("glyphs", min=2, max=1 << 22) * spans  # a table of any atlas size, span-major
     glyphs = torch.randint(1, 3, (2, example_t), dtype=torch.int64)
     lengths = torch.full((2,), example_t, dtype=torch.int64)
     with torch.no_grad():
         return torch.onnx.export(
-            module, (glyphs, lengths), dynamo=True, opset_version=opset, input_names=list(onnxmodel.INPUT_NAMES),
-            output_names=[onnxmodel.OUTPUT_NAME], optimize=True,
-            dynamic_shapes={"glyphs": {0: batch, 1: tokens}, "lengths": {0: batch}},
+            module, (glyphs, lengths, torch.from_numpy(table)), dynamo=True, opset_version=opset,
+            input_names=[*onnxmodel.INPUT_NAMES, onnxmodel.TABLE_NAME], output_names=[onnxmodel.OUTPUT_NAME],
+            optimize=True, dynamic_shapes={"glyphs": {0: batch, 1: tokens}, "lengths": {0: batch},
+                                           "glyph_table": {0: rows}},
         )
 
 
@@ -137,14 +135,15 @@ def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: st
         raise ValueError(f"export.opset must be >= {MIN_OPSET}, got {opset}")
     out_path = Path(out_path)
     cells = atlas_cells(config).numpy()
-    module, fold = folded_module(model.eval(), cells)
-    proto = _export_program(module, model, opset).model_proto
+    module, fold, table = folded_module(model.eval(), cells)
+    spans = module.spans
+    proto = _export_program(module, model, table, spans, opset).model_proto
     for node in proto.graph.node:  # exporter debug info (stack traces with local paths): most of the bytes
         del node.metadata_props[:]
     dedupe_initializers(proto)  # the recursion reuses its blocks: one copy of their weights
-    table_as_input(proto, tuple(module.glyph_table.shape))
+    table_default(proto, table)
     onnxmodel.set_metadata(proto, onnxmodel.metadata_entries(config, {
-        "form": deploy_form(model), "matrix": onnxmodel.encode_array(fold.matrix),
+        "form": deploy_form(model), "spans": spans, "matrix": onnxmodel.encode_array(fold.matrix),
         "offset": onnxmodel.encode_array(fold.offset)}))
     proto.doc_string = "pixelpipe student (folded); inputs " + onnxmodel.INPUT_DOC
     onnx.checker.check_model(proto, full_check=True)
@@ -153,8 +152,8 @@ def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: st
         raise ValueError(f"exporter wrote opset {got}, need >= {MIN_OPSET}")
     with io.atomic_path(out_path, suffix=".onnx") as tmp:
         onnx.save(proto, str(tmp))  # small models: one self-contained file, no external data
-    log(f"exported {out_path} ({deploy_form(model)} form: {len(cells) + 1} glyph rows x {fold.matrix.shape[1]}; "
-        f"opset {got}, {out_path.stat().st_size:,} bytes)")
+    log(f"exported {out_path} ({deploy_form(model)} form: {spans} spans x {len(cells) + 1} glyph rows x "
+        f"{table.shape[1]}; opset {got}, {out_path.stat().st_size:,} bytes)")
     return out_path
 
 

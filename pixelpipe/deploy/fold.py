@@ -10,7 +10,7 @@ For `core: none` the n-gram convolution after the stem is linear too (no
 norm in between), so it folds as well (`ngram_table`): the convolution's
 pre-activation at position t is a sum of one table row per glyph it covers,
 pre_t = sum_o T_o[g_t+o] + c, over the k + 1 glyphs a kernel of k pair
-tokens reads. The deployed student is then a gather, a GELU, masked mean
+tokens reads. The deployed student is then a gather, a GELU or ReLU, masked mean
 and max pooling and one linear layer.
 
 Deployed glyph ids are atlas ids + 1; id 0 (PAD) has a zero row and marks
@@ -79,7 +79,7 @@ def ngram_fold(model: TRMVisionEncoder) -> tuple[FoldMap, np.ndarray]:
     return fold, conv.bias.detach().float().numpy()
 
 
-GELU_FLOPS = 8  # an erf-based GELU per element, counted like the encoder's FLOPs (2 per multiply-add)
+ACTIVATION_FLOPS = {"gelu": 8, "relu": 1}  # per element (an erf-based GELU; a max), as the encoder's FLOPs count
 
 
 def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
@@ -91,7 +91,8 @@ def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
     n = tokens + cfg.lead
     if deploy_form(model) == "ngram":
         h = cfg.mixer_hidden
-        return float(n * h * (cfg.mixer_kernel + cfg.lead + GELU_FLOPS) + 2 * n * h + 2 * cfg.head_features * cfg.num_classes)
+        per_token = cfg.mixer_kernel + cfg.lead + ACTIVATION_FLOPS[cfg.activation] + 2
+        return float(n * h * per_token + 2 * cfg.head_features * cfg.num_classes)
     kh, kw = cfg.stem_kernel
     return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * cfg.dim * (kw // cfg.cell_width)
 
@@ -100,54 +101,66 @@ def fold_for(model: TRMVisionEncoder) -> FoldMap:
     return ngram_fold(model)[0] if deploy_form(model) == "ngram" else stem_fold(model)
 
 
-class FoldedNgramStudent(nn.Module):
-    """core none, folded: (deployed glyph ids [B, T], lengths [B], table [G + 1, S * H]) -> logits."""
+def _span_rows(ids: torch.Tensor, table: torch.Tensor, spans: int) -> torch.Tensor:
+    """Gather the span-major table (row s * (G + 1) + g) at ids [..., S] (the glyph each span reads): [..., S, W]."""
+    rows_per_span = table.shape[0] // spans
+    return F.embedding(ids + torch.arange(spans, device=ids.device) * rows_per_span, table)
 
-    def __init__(self, model: TRMVisionEncoder, table: np.ndarray, conv_bias: np.ndarray) -> None:
+
+class FoldedNgramStudent(nn.Module):
+    """core none, folded: (deployed glyph ids [B, T], lengths [B], span-major table [S * (G + 1), H]) -> logits.
+    One gather of [B, T, S] indices and one sum over the spans: no strided slicing of wide rows."""
+
+    def __init__(self, model: TRMVisionEncoder, conv_bias: np.ndarray, spans: int) -> None:
         super().__init__()
-        self.glyph_table = nn.Parameter(torch.from_numpy(table), requires_grad=False)
         self.conv_bias = nn.Parameter(torch.from_numpy(conv_bias), requires_grad=False)
-        self.hidden = len(conv_bias)
-        self.spans = table.shape[1] // self.hidden
+        self.spans = spans
         self.left, self.lead = model.cfg.mixer_kernel // 2, model.cfg.lead
+        self.relu = model.cfg.activation == "relu"
         self.head_norm, self.head = model.head_norm, model.head
 
-    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor) -> torch.Tensor:
         glyphs = F.pad(glyphs, (self.lead, 0), value=BLANK)
         t = glyphs.shape[1]
-        rows = F.embedding(F.pad(glyphs, (self.left, self.spans - 1 - self.left), value=PAD), self.glyph_table)
-        pre = self.conv_bias + sum(rows[:, s : s + t, s * self.hidden : (s + 1) * self.hidden]
-                                   for s in range(self.spans))
-        h, mask = F.gelu(pre), token_mask(lengths, 1, t - self.lead, self.lead)
-        return self.head(self.head_norm(torch.cat([masked_mean(h, mask), masked_max(h, mask)], dim=-1)))
+        padded = F.pad(glyphs, (self.left, self.spans - 1 - self.left), value=PAD)
+        ids = torch.stack([padded[:, s : s + t] for s in range(self.spans)], dim=-1)  # glyph t + s - left per span
+        pre = _span_rows(ids, glyph_table, self.spans).sum(2) + self.conv_bias
+        mask = token_mask(lengths, 1, t - self.lead, self.lead)
+        if self.relu:  # past the end: a large negative pre-activation, so ReLU gives 0, which no max or sum minds
+            h = F.relu(pre + (~mask).unsqueeze(-1).to(pre.dtype) * -1e4)
+            pooled = [h.sum(1) / mask.sum(1, keepdim=True).to(h.dtype), h.amax(1)]
+        else:
+            h = F.gelu(pre)
+            pooled = [masked_mean(h, mask), masked_max(h, mask)]
+        return self.head(self.head_norm(torch.cat(pooled, dim=-1)))
 
 
 class FoldedStemEncoder(nn.Module):
-    """Any core, stem folded: (deployed glyph ids [B, T] (whole lines), lengths [B], table [G + 1, S * D]) -> logits.
-    The right half of a pair reads the next cell of the same line (PAD at a line's end)."""
+    """Any core, stem folded: (deployed glyph ids [B, T] (whole lines), lengths [B], span-major table
+    [S * (G + 1), D]) -> logits. The right half of a pair reads the next cell of the same line (PAD at its end)."""
 
-    def __init__(self, model: TRMVisionEncoder, table: np.ndarray) -> None:
+    def __init__(self, model: TRMVisionEncoder, spans: int) -> None:
         super().__init__()
-        self.glyph_table = nn.Parameter(torch.from_numpy(table), requires_grad=False)
-        self.model, self.dim = model, model.cfg.dim
+        self.model, self.spans = model, spans
 
-    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor) -> torch.Tensor:
         b, t = glyphs.shape
         cfg = self.model.cfg
         width = cfg.line_chars if cfg.lines > 1 else t
         rows = F.pad(glyphs.reshape(b, -1, width), (cfg.lead, 0), value=BLANK)
-        x = F.embedding(rows, self.glyph_table)[..., : self.dim]
-        if self.glyph_table.shape[1] > self.dim:
-            x = x + F.embedding(F.pad(rows[..., 1:], (0, 1), value=PAD), self.glyph_table)[..., self.dim :]
-        x, mask = self.model.place(x.reshape(b, -1, self.dim), token_mask(lengths, t // width, width, cfg.lead))
+        ids = [rows] + ([F.pad(rows[..., 1:], (0, 1), value=PAD)] if self.spans > 1 else [])
+        x = _span_rows(torch.stack(ids, dim=-1), glyph_table, self.spans).sum(-2)
+        x, mask = self.model.place(x.reshape(b, -1, cfg.dim), token_mask(lengths, t // width, width, cfg.lead))
         return self.model.forward_tokens(x, mask)["logits"]
 
 
-def folded_module(model: TRMVisionEncoder, cells: np.ndarray) -> tuple[nn.Module, FoldMap]:
-    """The deployable module for `model` over atlas cells (uint8 [G, ch, cw]) and the fold that extends its table."""
+def folded_module(model: TRMVisionEncoder, cells: np.ndarray) -> tuple[nn.Module, FoldMap, np.ndarray]:
+    """(the deployable module for `model`, the fold that extends its table, the span-major table over atlas
+    cells (uint8 [G, ch, cw])): the module takes the table as its third input."""
     model = model.eval()
     if deploy_form(model) == "ngram":
         fold, conv_bias = ngram_fold(model)
-        return FoldedNgramStudent(model, fold.table(cells), conv_bias).eval(), fold
+        module: nn.Module = FoldedNgramStudent(model, conv_bias, fold.spans(len(conv_bias)))
+        return module.eval(), fold, fold.span_table(cells, len(conv_bias))
     fold = stem_fold(model)
-    return FoldedStemEncoder(model, fold.table(cells)).eval(), fold
+    return FoldedStemEncoder(model, fold.spans(model.cfg.dim)).eval(), fold, fold.span_table(cells, model.cfg.dim)

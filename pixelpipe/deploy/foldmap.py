@@ -26,5 +26,19 @@ class FoldMap:
         return (pixels @ self.matrix + self.offset).astype(np.float32)
 
     def table(self, cells: np.ndarray) -> np.ndarray:
-        """The whole deployed table for atlas cells [G, ch, cw]: the PAD row, then one row per glyph."""
+        """Glyph-major rows for atlas cells [G, ch, cw]: the PAD row, then one row per glyph (all spans)."""
         return np.concatenate([np.zeros((1, self.matrix.shape[1]), np.float32), self.rows(cells)])
+
+    def spans(self, width: int) -> int:
+        """How many spans of `width` a row holds (pair stem halves, or the glyphs an n-gram kernel reads)."""
+        return self.matrix.shape[1] // width
+
+    def span_table(self, cells: np.ndarray, width: int) -> np.ndarray:
+        """The deployed table: span-major, row s * (G + 1) + g holds span s of glyph g (g = 0 the PAD row)."""
+        return span_major(self.table(cells), self.spans(width))
+
+
+def span_major(table: np.ndarray, spans: int) -> np.ndarray:
+    """Glyph-major rows [G + 1, S * W] as the deployed span-major table [S * (G + 1), W]."""
+    rows, width = table.shape[0], table.shape[1] // spans
+    return np.ascontiguousarray(table.reshape(rows, spans, width).transpose(1, 0, 2).reshape(spans * rows, width))

@@ -10,9 +10,10 @@ training did, including characters the atlas lacks (drawn and folded).
 Input contract (pixelpipe.deploy.fold): `glyphs` int64 [B, T], deployed
 glyph ids (atlas id + 1; 0 past a text's end; T a whole number of lines
 when the layout has several), `lengths` int64 [B] (characters, at most the
-layout's capacity), and optionally `glyph_table` float32 [G + 1, W], the
-per-glyph table, whose default is the exported atlas's (predict passes an
-extended table when it folded unseen characters). Output: `logits` [B, C].
+layout's capacity), and optionally `glyph_table` float32 [S * (G + 1), W],
+the span-major per-glyph table (row s * (G + 1) + g: span s of glyph g),
+whose default is the exported atlas's (predict passes an extended table when
+it folded unseen characters). Output: `logits` [B, C].
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
 OUTPUT_NAME = "logits"
 INPUT_DOC = ("glyphs int64 [batch, tokens]: atlas glyph ids + 1, 0 past each text's end; lengths int64 [batch]; "
-             "glyph_table float32 [glyphs + 1, width] (optional, default: the exported atlas's)")
+             "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's)")
 
 
 class ModelFileError(ValueError):

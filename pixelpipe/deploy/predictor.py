@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from . import onnxmodel
-from .foldmap import FoldMap
+from .foldmap import FoldMap, span_major
 
 
 @dataclass
@@ -73,10 +73,10 @@ def table_width(session) -> int | str | None:
     return next((i.shape[1] for i in inputs if i.name == onnxmodel.TABLE_NAME), None)
 
 
-def check_fold(fold: FoldMap, pixels: int, width: int | str | None) -> None:
-    """ValueError unless the fold map turns a cell's pixels into rows the model's table takes: checked at load,
-    not at the first character the atlas lacks."""
-    want = (pixels, width if isinstance(width, int) else fold.matrix.shape[-1])
+def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) -> None:
+    """ValueError unless the fold map turns a cell's pixels into rows the model's table takes (`spans` spans of
+    the table's width): checked at load, not at the first character the atlas lacks."""
+    want = (pixels, spans * width if isinstance(width, int) else fold.matrix.shape[-1])
     if width is None or fold.matrix.shape != want or fold.offset.shape != want[1:]:
         raise ValueError(f"fold map {fold.matrix.shape} + {fold.offset.shape} does not fit the model's glyph table "
                          f"input (width {width}) and {pixels}-pixel cells")
@@ -97,7 +97,9 @@ class Predictor:
             self.settings = RenderSettings.from_section(self.config["render"])
             self.atlas = GlyphAtlas.from_dict(self.config["atlas"], self.settings.fonts, self.settings.font_size)
             self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
-            check_fold(self.fold, self.settings.cell_height * self.settings.cell_width, table_width(self.session))
+            self.spans = int(fold["spans"])
+            check_fold(self.fold, self.settings.cell_height * self.settings.cell_width, table_width(self.session),
+                       self.spans)
         except (TypeError, ValueError, KeyError) as e:
             raise onnxmodel.ModelFileError(f"the model's render settings, atlas or fold map cannot be used: {e}") \
                 from None
@@ -105,7 +107,8 @@ class Predictor:
         self.exported = len(self.atlas)  # glyphs the file's own table holds
         self.trained = np.zeros(self.exported, bool)
         self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
-        self.table: np.ndarray | None = None  # the extended table, once a glyph beyond the export is folded
+        self.rows: np.ndarray | None = None  # glyph-major rows, once a glyph beyond the export is folded
+        self.table: np.ndarray | None = None  # the same, span-major: what the model's glyph_table input takes
         self.batch_size = batch_size
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()
@@ -113,29 +116,30 @@ class Predictor:
     # ---- glyph ids -----------------------------------------------------------------------
     def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(atlas glyph ids [N, cells], characters per text before truncation [N], error per text or None)."""
-        from ..data.atlas import normalize, undrawable
+        from ..data.atlas import undrawable
 
-        errors: list[str | None] = [None if normalize(t) else "empty text" for t in texts]
+        bad: dict[int, str] = {}
         try:
             ids, full = self.renderer.layout(texts)
         except ValueError:  # a character no font draws: find which texts, lay out the rest
             for i, t in enumerate(texts):
-                missing = undrawable(t, self.settings.fonts) if errors[i] is None else ""
+                missing = undrawable(t, self.settings.fonts)
                 if missing:
-                    errors[i] = f"characters the model's fonts cannot draw: {missing!r}"
-            ok = [t if e is None else "" for t, e in zip(texts, errors)]
-            ids, full = self.renderer.layout(ok)
+                    bad[i] = f"characters the model's fonts cannot draw: {missing!r}"
+            ids, full = self.renderer.layout([t if i not in bad else "" for i, t in enumerate(texts)])
+        errors: list[str | None] = [bad.get(i, "empty text" if n == 0 else None) for i, n in enumerate(full)]
         self._extend_table()
         return ids, full, errors
 
     def _extend_table(self) -> None:
         """Fold the glyphs drawn since the export (characters the atlas lacked) into table rows."""
-        have = self.exported if self.table is None else len(self.table) - 1
+        have = self.exported if self.rows is None else len(self.rows) - 1
         if len(self.atlas) == have:
             return
-        if self.table is None:
-            self.table = self.fold.table(self.atlas.cells[: self.exported])
-        self.table = np.concatenate([self.table, self.fold.rows(self.atlas.cells[have:])])
+        if self.rows is None:
+            self.rows = self.fold.table(self.atlas.cells[: self.exported])
+        self.rows = np.concatenate([self.rows, self.fold.rows(self.atlas.cells[have:])])
+        self.table = span_major(self.rows, self.spans)
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
         cells = self.settings.cells
@@ -189,15 +193,16 @@ class Predictor:
     def to_predictions(self, probs: np.ndarray, errors: list[str | None], full: np.ndarray,
                        top: int) -> list[Prediction]:
         best = np.nan_to_num(probs, nan=-1).argmax(1)
+        best_p = probs[np.arange(len(best)), best].tolist()
+        truncated = (full > self.settings.cells).tolist()
+        ranks = np.argsort(-np.nan_to_num(probs, nan=-1), axis=1)[:, :top] if top > 1 else best[:, None]
         out = []
-        for i, (err, b) in enumerate(zip(errors, best)):
+        for i, (err, b) in enumerate(zip(errors, best.tolist())):
             if err is not None:
                 out.append(Prediction(None, float("nan"), error=err))
                 continue
-            ranks = np.argsort(-probs[i])[:top] if top > 1 else [b]
-            out.append(Prediction(self.labels[b], float(probs[i, b]),
-                                  [(self.labels[j], float(probs[i, j])) for j in ranks],
-                                  bool(full[i] > self.settings.cells)))
+            out.append(Prediction(self.labels[b], best_p[i], [(self.labels[j], float(probs[i, j])) for j in ranks[i]]
+                                  if top > 1 else [(self.labels[b], best_p[i])], truncated[i]))
         return out
 
     # ---- pre-rendered images (the pixel path) -------------------------------------------

@@ -47,6 +47,7 @@ from ..config.settings import CellGrid, check_keys
 
 STEMS = ("pair", "cell")
 CORES = ("recursive", "none")
+ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
 NUM_CHILDREN = 4  # children per capsule (fixed by the architecture, not configured)
 CHECKSUM_BITS = 32  # bits of each capsule's checksum code
 # EncoderConfig fields that are not `{role}.model` keys: image geometry (render), classes (corpus), fixed heads.
@@ -65,6 +66,7 @@ class EncoderConfig(CellGrid):
     line_chars: int
     core: str
     stem: str
+    activation: str
     mixer_kernel: int
     mixer_ratio: float
     positions: bool
@@ -94,7 +96,9 @@ class EncoderConfig(CellGrid):
 
     @classmethod
     def from_dict(cls, d: dict) -> "EncoderConfig":
-        """A saved encoder config (a model's config.json): exactly the fields."""
+        """A saved encoder config (a model's config.json): exactly the fields. A model saved before `activation`
+        existed used GELU."""
+        d = {"activation": "gelu", **d}
         check_keys(d, [f.name for f in fields(cls)], "'encoder' of a saved model")
         return cls(**d)
 
@@ -125,6 +129,8 @@ class EncoderConfig(CellGrid):
             raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
         if self.core not in CORES:
             raise ValueError(f"core must be one of {CORES}, got {self.core!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {self.activation!r}")
         if self.dim % self.heads:
             raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
         if self.mixer_kernel < 0 or (self.mixer_kernel and self.mixer_kernel % 2 == 0):
@@ -226,12 +232,13 @@ class CapsulePool(nn.Module):
 
 class LocalMixer(nn.Module):
     """Mixing between neighbouring tokens: (LayerNorm,) a 1-D convolution over `kernel` tokens into a
-    wider hidden layer (a bank of character n-gram detectors), GELU, and a projection back, added
+    wider hidden layer (a bank of character n-gram detectors), GELU (or ReLU), and a projection back, added
     to the tokens. Returns the tokens and the hidden features (the head pools them). Without the
     norm (`core: none`) the convolution is linear in the pixels, which is what export folds."""
 
-    def __init__(self, dim: int, kernel: int, hidden: int, norm: bool = True):
+    def __init__(self, dim: int, kernel: int, hidden: int, norm: bool = True, activation: str = "gelu"):
         super().__init__()
+        self.act = ACTIVATIONS[activation]
         self.norm = nn.LayerNorm(dim) if norm else None
         self.conv = nn.Conv1d(dim, hidden, kernel, padding=kernel // 2)
         self.proj = nn.Linear(hidden, dim)
@@ -240,7 +247,7 @@ class LocalMixer(nn.Module):
         """The n-gram features [B, N, hidden]; past a text's end the convolution reads zeros."""
         m = mask.unsqueeze(-1).to(x.dtype)
         inp = self.norm(x) * m if self.norm is not None else x * m
-        return F.gelu(self.conv(inp.transpose(1, 2)).transpose(1, 2))
+        return self.act(self.conv(inp.transpose(1, 2)).transpose(1, 2))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.features(x, mask)
@@ -300,8 +307,8 @@ class TRMVisionEncoder(nn.Module):
         cfg.validate()
         self.cfg = cfg
         self.stem = CharStem(cfg)
-        self.mixer = LocalMixer(cfg.dim, cfg.mixer_kernel, cfg.mixer_hidden, norm=cfg.recursive) \
-            if cfg.mixer_kernel else None
+        self.mixer = LocalMixer(cfg.dim, cfg.mixer_kernel, cfg.mixer_hidden, norm=cfg.recursive,
+                                activation=cfg.activation) if cfg.mixer_kernel else None
         self.pos_embed = nn.Parameter(torch.randn(1, cfg.num_tokens, cfg.dim) * 0.02) if cfg.positions else None
         self.z_init = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.recursive else None
         self.core = RecursiveCore(cfg) if cfg.recursive else None
