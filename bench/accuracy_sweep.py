@@ -112,13 +112,22 @@ def heldout(scorers: dict, cfg: dict, labels: list[str]) -> dict:
     return out, [t for df in sets.values() for t in df["text"]]
 
 
+def teacher_scores(teacher: Path, cfg: dict, labels: list[str]) -> dict:
+    """The teacher's held-out scores, computed once per teacher (every variant sharing it reuses them)."""
+    path = teacher / "heldout.json"
+    if not path.exists():
+        path.write_text(json.dumps(heldout({"teacher": TorchScorer(teacher)}, cfg, labels)[0]["teacher"]))
+    return json.loads(path.read_text())
+
+
 def run_variant(name: str, cfg: dict, root: Path) -> dict:
     data = prepare_cache(cfg, root)
     labels = json.loads((data / "corpus" / "labels.json").read_text())["labels"]
     teacher, tsum = teacher_for(cfg, data, root)
     out = root / name
     ssum = student_for(cfg, data, teacher, out)
-    scores, texts = heldout({"teacher": TorchScorer(teacher), "student": TorchScorer(out / "student")}, cfg, labels)
+    scores, texts = heldout({"student": TorchScorer(out / "student")}, cfg, labels)
+    scores["teacher"] = teacher_scores(teacher, cfg, labels)
     mean_len = float(np.mean([min(len(t), cfg["render"]["line_chars"] * cfg["render"]["lines"]) for t in texts]))
     tcfg = encoder_config(cfg["teacher"]["model"], cfg["render"], len(labels))
     scfg = encoder_config(cfg["student"]["model"], cfg["render"], len(labels))
