@@ -1,0 +1,145 @@
+"""Measured growth: the default layout at 1x, 10x and 100x the corpus, through the `train` target.
+
+Each scale runs `snakemake --cores 4 train` in its own directory (plus the `plan` rule first, whose
+results/plan.json holds the planner's prediction for every job), with the built-in corpus of real text
+filled by Faker where it runs out (`corpus.sources` + `faker`). Training is capped at 1x's number of steps
+at 10x and 100x (throughput is measured, not accuracy); encode, consolidate, corpus and render process
+every row. Per stage: wall time, rows/s, peak host RAM, disk written, beside the planner's prediction; the
+disk of results/ is sampled through the run (its peak against what stays at the end); the growth
+exponent of time and disk in rows between consecutive scales (1 = linear); RSS against 1x (flat = bounded).
+
+    python bench/growth.py --scales 17100 171000 1710000 --out docs/growth.json --workdir /tmp/growth
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ("corpus", "render", "train_teacher", "encode", "consolidate", "train_student")
+BATCH = 64
+
+
+def disk_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+class DiskSampler(threading.Thread):
+    """Peak bytes under results/ (every `every` seconds) while the workflow runs."""
+
+    def __init__(self, root: Path, every: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.root, self.every, self.peak, self.done = root, every, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.peak = max(self.peak, disk_bytes(self.root))
+            except FileNotFoundError:  # a file renamed or deleted while walking
+                pass
+            self.done.wait(self.every)
+
+
+def config_for(rows: int, base_rows: int, steps: dict[str, int]) -> dict:
+    """The scale's overrides: corpus size, Faker filling the real text, training capped at 1x's steps."""
+    train_rows = int(rows * 0.8)
+    cfg = {"corpus": {"num_samples": rows, "sources": ["firefox", "mediawiki", "handbook", "debconf", "faker"]},
+           "engine": {"progress": False}}
+    if rows != base_rows:
+        cfg["teacher"] = {"train": {"epochs": steps["teacher"] * BATCH / train_rows}}
+        cfg["student"] = {"train": {"epochs": steps["student"] * BATCH / train_rows}}
+    return cfg
+
+
+def snakemake(workdir: Path, *targets: str) -> float:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(REPO / "config.yaml"), str(workdir / "scale.yaml"), "--cores", "4", *targets]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if proc.returncode != 0:
+        raise RuntimeError(f"snakemake {' '.join(targets)} failed in {workdir}:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
+def stage_rows(workdir: Path, plan: dict) -> dict[str, dict]:
+    """Per stage, summed over its jobs: wall (the longest job), rows, peak host bytes (the largest job), disk
+    written, and the planner's predictions for the same jobs."""
+    out = {}
+    for stage in STAGES:
+        jobs = sorted((workdir / "results" / "metrics" / stage).glob("*.json"))
+        ms = [json.loads(p.read_text()) for p in jobs]
+        preds = [plan["jobs"].get(f"{stage}/{p.stem}", {}) for p in jobs]
+        out[stage] = {"jobs": len(ms), "wall_s": max(m["wall_s"] for m in ms), "rows": sum(m.get("samples", 0) for m in ms),
+                      "peak_host_bytes": max(m["peak_host_bytes"] for m in ms),
+                      "disk_bytes": sum(m.get("disk_written_bytes", 0) for m in ms),
+                      "predicted_host_bytes": max((p.get("host_bytes", 0) for p in preds), default=None),
+                      "predicted_disk_bytes": sum(p.get("disk_bytes", 0) for p in preds),
+                      "predicted_wall_s": max((p.get("wall_s") or 0 for p in preds), default=None)}
+    return out
+
+
+def run_scale(rows: int, base_rows: int, steps: dict[str, int], root: Path) -> dict:
+    workdir = root / f"rows-{rows}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "scale.yaml").write_text(yaml.safe_dump(config_for(rows, base_rows, steps)))
+    snakemake(workdir, "results/plan.json")
+    plan = json.loads((workdir / "results" / "plan.json").read_text())
+    sampler = DiskSampler(workdir / "results")
+    sampler.start()
+    wall = snakemake(workdir, "train")
+    sampler.done.set()
+    sampler.join()
+    return {"rows": rows, "train_target_s": wall, "stages": stage_rows(workdir, plan),
+            "disk_peak_bytes": sampler.peak, "disk_final_bytes": disk_bytes(workdir / "results"),
+            "cache_bytes": disk_bytes(workdir / "results" / "cache"),
+            "planned_disk_peak_bytes": plan.get("disk", {}).get("peak_bytes")}
+
+
+def exponents(a: dict, b: dict) -> dict[str, dict]:
+    """d log(y) / d log(rows) between two scales, for time and disk per stage; RSS as a ratio to the smaller."""
+    k = math.log(b["rows"] / a["rows"])
+    out = {}
+    for stage in STAGES:
+        sa, sb = a["stages"][stage], b["stages"][stage]
+        out[stage] = {"time": math.log(sb["wall_s"] / sa["wall_s"]) / k if sa["wall_s"] > 0 else None,
+                      "disk": math.log(sb["disk_bytes"] / sa["disk_bytes"]) / k if sa["disk_bytes"] > 0 else None,
+                      "rss_ratio": sb["peak_host_bytes"] / sa["peak_host_bytes"]}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scales", type=int, nargs="+", default=[17100, 171000, 1710000])
+    ap.add_argument("--workdir", default="/tmp/growth")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    root = Path(args.workdir)
+    results = []
+    steps: dict[str, int] = {}
+    for rows in args.scales:
+        results.append(run_scale(rows, args.scales[0], steps, root))
+        if not steps:  # 1x trains its full schedule; the larger scales take as many steps
+            first = root / f"rows-{rows}" / "results" / "metrics"
+            steps = {role: json.loads((first / f"train_{role}" / f"{role}.json").read_text())["resolved"]["total_steps"]
+                     for role in ("teacher", "student")}
+        print(json.dumps(results[-1], indent=1), flush=True)
+    report = {"scales": results, "training_steps_at_larger_scales": steps,
+              "exponents": {f"{a['rows']}->{b['rows']}": exponents(a, b) for a, b in zip(results, results[1:])},
+              "machine": {"cores": os.cpu_count(), "load_average": os.getloadavg()}}
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report["exponents"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
