@@ -10,32 +10,14 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
+from pixelpipe.data.sources import LANGUAGES
+
 import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "pixelpipe" / "data" / "text"
-LANGS = {
-    "ar",
-    "az",
-    "cs",
-    "da",
-    "de",
-    "el",
-    "en",
-    "es",
-    "fa",
-    "fr",
-    "he",
-    "hy",
-    "it",
-    "mk",
-    "nl",
-    "pl",
-    "ru",
-    "uk",
-    "vi",
-}
+LANGS = set(LANGUAGES)
 COLUMNS = ["text", "label", "source", "origin"]
 MIN_UI_ROWS = 1000  # every training source of interface strings has at least this many rows in every language
 MIN_PROSE_ROWS = 500  # the training prose sources together, in every language not in PROSE_GAPS

@@ -23,27 +23,9 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-LANGS = [
-    "ar",
-    "az",
-    "cs",
-    "da",
-    "de",
-    "el",
-    "en",
-    "es",
-    "fa",
-    "fr",
-    "he",
-    "hy",
-    "it",
-    "mk",
-    "nl",
-    "pl",
-    "ru",
-    "uk",
-    "vi",
-]
+from pixelpipe.data.sources import LANGUAGES
+
+LANGS = list(LANGUAGES)  # the 19 built-in languages, in their order
 SCRIPT_OF = {
     **dict.fromkeys(["az", "cs", "da", "de", "en", "es", "fr", "it", "nl", "pl", "vi"], "LATIN"),
     **dict.fromkeys(["mk", "ru", "uk"], "CYRILLIC"),
