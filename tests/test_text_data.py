@@ -10,10 +10,10 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
-from pixelpipe.data.sources import LANGUAGES
-
 import pyarrow.parquet as pq
 import pytest
+
+from pixelpipe.data.sources import LANGUAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "pixelpipe" / "data" / "text"
