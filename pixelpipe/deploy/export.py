@@ -29,7 +29,7 @@ from ..core import io
 from ..model.checkpoint import atlas_cells, load_model
 from ..model.encoder import TRMVisionEncoder
 from . import onnxmodel
-from .fold import deploy_form, folded_module
+from .fold import deploy_form, deployed_flops, folded_module
 
 MIN_OPSET = 18
 
@@ -46,6 +46,7 @@ class ParityReport:
     mismatch_fraction: float
     atol: float
     max_label_mismatch: float
+    deployed_mflops_per_text: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -195,4 +196,6 @@ def export_and_verify(student_dir: str | os.PathLike, out_path: str | os.PathLik
         if not report.ok:
             raise ParityError(f"ONNX export of {student_dir} failed the parity check: {report.describe()}")
         io.publish(tmp_model, out_path)
+    report.deployed_mflops_per_text = deployed_flops(model, float(config.get("metrics", {}).get("mean_chars") or
+                                                                  model.cfg.cells)) / 1e6
     return report

@@ -17,18 +17,18 @@ def model_results(results_dir: str | Path) -> list[dict]:
             m = read_json(cfg).get("metrics", {})
             if m.get("test_accuracy") is not None:
                 rows.append({"model": role, "test_accuracy": m["test_accuracy"], "parameters": m.get("parameters"),
-                             "train_s": m.get("train_wall_s")})
+                             "train_s": m.get("train_wall_s"), "mflops": m.get("mflops_per_text")})
     deploy = results_dir / "reports" / "deploy.json"
     if deploy.exists():
         acc = read_json(deploy).get("accuracy", {}).get("onnx_int8", {})
         if acc.get("accuracy") is not None:
             rows.append({"model": "student, int8 ONNX", "test_accuracy": acc["accuracy"], "parameters": None,
-                         "train_s": None})
+                         "train_s": None, "mflops": None})
     base = results_dir / "baseline" / "metrics.json"
     if base.exists():
         b = read_json(base)
         rows.append({"model": "n-gram baseline (text)", "test_accuracy": b["test_accuracy"],
-                     "parameters": b.get("parameters"), "train_s": b.get("train_s")})
+                     "parameters": b.get("parameters"), "train_s": b.get("train_s"), "mflops": None})
     return rows
 
 
@@ -82,11 +82,13 @@ def heldout_lines(results_dir: str | Path) -> list[str]:
 
 def summary_markdown_lines(results_dir: str | Path) -> list[str]:
     """The models and truncation part of results/reports/summary.md."""
-    lines = ["| model | test accuracy | parameters | training s |", "|---|---:|---:|---:|"]
+    lines = ["| model | test accuracy | parameters | MFLOPs per text (mean length, as trained) | training s |",
+             "|---|---:|---:|---:|---:|"]
     for r in model_results(results_dir):
         params = f"{r['parameters']:,}" if r["parameters"] else "-"
         train = f"{r['train_s']:.0f}" if r["train_s"] is not None else "-"
-        lines.append(f"| {r['model']} | {100 * r['test_accuracy']:.2f} % | {params} | {train} |")
+        flops = f"{r['mflops']:.2f}" if r.get("mflops") is not None else "-"
+        lines.append(f"| {r['model']} | {100 * r['test_accuracy']:.2f} % | {params} | {flops} | {train} |")
     lines += ["", "| split | texts | truncated to the layout | share |", "|---|---:|---:|---:|"]
     for split, t in truncation(results_dir).items():
         lines.append(f"| {split} | {t['texts']} | {t['truncated']} (> {t['capacity']} characters) | "

@@ -27,7 +27,7 @@ from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
 from ..data.consolidate import open_dataset
 from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
-from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, init_seed_everything
+from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample, init_seed_everything
 from .distill import ClassificationObjective, DistillationObjective, DistillSettings
 from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, intra_op_threads
 from .parts import PartTimer
@@ -228,9 +228,11 @@ def _train_and_save(
     forward_parts = parts.summary() if parts is not None else {}
     test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
     log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
+    mean_chars = float(train_set.split.manifest.get("mean_clusters") or model.cfg.cells)
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
                "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
-               "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model)}
+               "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model),
+               "mflops_per_text": flops_per_sample(model.cfg, mean_chars) / 1e6, "mean_chars": mean_chars}
     t_write = time.perf_counter()
     if trainer.dist.main:
         save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
