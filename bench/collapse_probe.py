@@ -1,9 +1,10 @@
 """Why lr 4e-3 and depth 2 "diverged" in the sweeps of the proportional-rendering model: a probe.
 
-Runs against a checkout of the code before glyph-aligned rendering (commit 0f6491c), whose sweeps in
-docs/benchmarks.md show lr 4e-3 and teacher depth 2 ending at chance (4.8 %, 5.4 %):
+Runs against a checkout of the code before glyph-aligned rendering (commit 0f6491c), whose sweeps
+(docs/history.md) show lr 4e-3 and teacher depth 2 ending at chance (4.8 %, 5.4 %); it imports that
+checkout's flat package (pixelpipe.cache, pixelpipe.render, ...), never today's:
 
-    git worktree add /tmp/pixelpipe-0f6491c 0f6491c
+    mkdir /tmp/pixelpipe-0f6491c && git archive 0f6491c | tar -x -C /tmp/pixelpipe-0f6491c
     python bench/collapse_probe.py --repo /tmp/pixelpipe-0f6491c --lr 0.004 --warmup 0.05
     python bench/collapse_probe.py --repo /tmp/pixelpipe-0f6491c --lr 0.004 --warmup 0.3
 
@@ -40,11 +41,14 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from pixelpipe.cache import CacheDataset, shard_count
-    from pixelpipe.config import load_config
-    from pixelpipe.corpus import build_corpus
-    from pixelpipe.model import EncoderConfig, TRMVisionEncoder
-    from pixelpipe.render import RenderSettings, render_split
+    try:
+        from pixelpipe.cache import CacheDataset, shard_count
+        from pixelpipe.config import load_config
+        from pixelpipe.corpus import build_corpus
+        from pixelpipe.model import EncoderConfig, TRMVisionEncoder
+        from pixelpipe.render import RenderSettings, render_split
+    except ImportError as err:
+        raise SystemExit(f"--repo {args.repo}: not a checkout of commit 0f6491c's flat package ({err})") from None
 
     torch.set_num_threads(2)
     root = Path(args.data)

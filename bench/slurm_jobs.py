@@ -54,6 +54,8 @@ def main() -> None:
     ap.add_argument("workdir", type=Path)
     args = ap.parse_args()
     jobs = history()
+    if not jobs:
+        raise SystemExit("squeue --states=all lists no jobs: run this within MinJobAge of the run, with its SLURM_CONF")
     print("| job | queued s | job s | rule s | overhead s | poll lag s |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for j in jobs:
         wall = (j["end"] - j["start"]).total_seconds()

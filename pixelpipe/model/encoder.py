@@ -12,7 +12,7 @@ pipeline stores: sketches [K, D], children [K, 4, D], 32-bit checksums
 [K, 32]. The class logits come from the capsules plus the mean and max over
 the answer tokens and over the stem's local features: what a text's
 language is made of is a bag of local n-grams wherever they stand
-(docs/benchmarks.md, "Why the TRM trailed a plain conv net").
+(docs/history.md, "Why the TRM trailed a plain conv net").
 
 `core: none` is the deployment student: no recursion and no pre-norm before
 the n-gram convolution, and a head that reads only the pooled n-gram
