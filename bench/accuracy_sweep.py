@@ -7,7 +7,7 @@ the student. Every model is scored on the held-out sets of the `evaluate` stage 
 length), and the student is exported (folded ONNX) and timed through the Predictor on one thread: the
 accuracy-against-texts/s sweep of docs/benchmarks.md.
 
-    python bench/accuracy_sweep.py --variants bench/student_variants.json --out /tmp/sweep
+    python bench/accuracy_sweep.py --variants bench/student_variants.json --out /tmp/sweep  # {name: overrides}
 """
 
 from __future__ import annotations
