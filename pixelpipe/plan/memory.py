@@ -55,33 +55,43 @@ HOST_RUNTIME = {
     "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
     "encode": 4_000_000,  # inference-mode kernels, the read-ahead thread
     "consolidate": 0,
-    # deploy stages: one tiny run
+    # deploy stages: the runtime term and ORT_ARENA_FACTOR solved together from the tiny and the default run
+    # (two equations, two unknowns per stage: in-sample, zero residual on both)
     # onnx + onnxscript + torch.export/dynamo tracing + one onnxruntime session (the parity check)
-    "export_onnx": 168_600_000,
-    # onnx + onnxruntime + its quantization tooling (pre-processing, calibration and two accuracy sessions)
-    "quantize_onnx": 194_000_000,
+    "export_onnx": 154_700_000,
+    # onnx + onnxruntime + its quantization tooling (pre-processing with ONNX shape inference only, calibration
+    # and two accuracy sessions)
+    "quantize_onnx": 37_400_000,
     # onnxruntime, three forms' sessions and their profiled copies, thread pools
-    "deploy_benchmark": 45_600_000,
+    "deploy_benchmark": 29_500_000,
 }
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
 # program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and
 # calibration-augmented protos and sessions). Fitted on ONE larger student (dim 256, depth 2, 1.9 M
-# parameters, 6.5 MB ONNX) as (its peak - the tiny peak - the other terms' growth) / the ONNX growth: an
-# estimate for large students, not checked beyond that one shape.
+# parameters, 6.5 MB ONNX) as (its peak - the tiny peak - the other terms' growth) / the ONNX growth, on the
+# previous (image-input) export; kept for the folded export (they count copies of the file, whatever its graph:
+# 9 and 20 MB of the default run's export and quantize peaks), not re-checked beyond that.
 ONNX_MODEL_COPIES = {"export_onnx": 2.45, "quantize_onnx": 4.25}
-# On CPU, RSS grows by more than the saved activations: forward temporaries, gradient buffers in backward
-# and blocks glibc keeps in its arenas. Measured RSS growth per sample of a training step of the default
-# teacher (batch 32/64/128, 2 threads) over the predicted activations + workspace: 1.42/1.42/1.31.
-CPU_TRAIN_TRANSIENT = 1.38
-# Inference holds no saved tensors, only the live temporaries of one block (the local mixer's 4 x D hidden
-# layer included) and what glibc keeps of them: fitted on the default run's four encode jobs (pair stem,
-# D=64, 96 tokens) as 2.3x one core call's activation bytes (residuals -8 % to +12 %).
-CPU_INFER_FACTOR = 2.3
-# onnxruntime's arena keeps the peak of every session's activations; per deploy stage, the arenas' bytes as
-# multiples of one torch forward at the same batch, fitted on the default run (export: the parity session;
-# quantize: calibration and two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their
-# profiled copies and the batch-size sweep). In-sample fits of one run each.
-ORT_ARENA_FACTOR = {"export_onnx": 2.07, "quantize_onnx": 1.51, "deploy_benchmark": 4.25}
+# On CPU, a training job grows by more than the saved activations: forward temporaries, gradient buffers in
+# backward, and blocks glibc keeps in its arenas. Batches trimmed to their longest text change every tensor's
+# size from step to step, and glibc's free lists fragment: in isolation, one default-teacher step at a fixed 96
+# characters grows the process by 182 MiB (1.75x activations + workspace), 150 steps of random lengths up to 96
+# by 324 MiB. Fitted per core type on the default run (in-sample, 948 teacher / 1,422 student steps):
+# (peak - baseline - runtime - weights, gradients, optimizer state) / (activations + backward workspace) at the
+# longest text's tokens; tiny: the same within 3 % of the job.
+CPU_TRAIN_TRANSIENT = {"recursive": 3.05, "none": 4.14}
+# Inference keeps no saved tensors, only the live temporaries of about one core call (the mixer's n-gram
+# features stay alive until the head pools them) and what glibc keeps of them: CPU_INFER_FACTOR times what one
+# core call and the layers around it would save for backward. recursive: fitted on the default run's six encode
+# jobs (batch 256, 97 tokens; residuals -10 % to +10 % of the job); none: one inference forward of the default
+# student in isolation (batch 256, 97 tokens, 124 MiB).
+CPU_INFER_FACTOR = {"recursive": 0.94, "none": 1.35}
+# onnxruntime's arena keeps the peak of every session's activations (and batches trimmed to different lengths
+# fragment it); per deploy stage, the arenas' bytes as multiples of one forward of the folded graph at the
+# largest batch (StudentOnnx.onnx_forward: the gathered table rows and the n-gram features), solved with the
+# runtime term above from the tiny and the default run (export: the parity session; quantize: calibration and
+# two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their profiled copies and the batch sweep).
+ORT_ARENA_FACTOR = {"export_onnx": 3.05, "quantize_onnx": 2.18, "deploy_benchmark": 3.76}
 # The n-gram baseline's ids: the int64 array they are hashed into, its copy into a tensor and the array's growth
 # slack, fitted on the default run (434 MiB, 5.5 M n-grams) as bytes per n-gram (16: the ids twice) beside
 # HOST_RUNTIME["baseline_row"] (the frames' five columns as Python objects, ~400 bytes a row; not fitted).
@@ -187,7 +197,8 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     if device == "cuda":
         overhead = int(total * (CUDA_RESERVED_OVERHEAD - 1))
     else:
-        overhead = int((sum(out["activations"].values()) + out["backward_workspace"]) * (CPU_TRAIN_TRANSIENT - 1))
+        transient = CPU_TRAIN_TRANSIENT[encoder_cfg.core]
+        overhead = int((sum(out["activations"].values()) + out["backward_workspace"]) * (transient - 1))
     out.update(allocated_peak=total, allocator_overhead=overhead, reserved_peak=total + overhead, parameters=params,
                trained_parameters=trained, tokens=n)
     return out
@@ -200,5 +211,5 @@ def predict_inference_memory(encoder_cfg: EncoderConfig, batch: int, precision: 
     params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg))
     a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
     one_call = EncoderConfig(**{**encoder_cfg.to_dict(), "H_cycles": 1, "L_cycles": 0})
-    live = batch * CPU_INFER_FACTOR * sum(activation_bytes_per_sample(one_call, a, tokens=tokens).values())
+    live = batch * CPU_INFER_FACTOR[encoder_cfg.core] * sum(activation_bytes_per_sample(one_call, a, tokens=tokens).values())
     return int(4 * params + live)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .inputs import PlanInputs, plan_inputs
-from .memory import BASELINE_BYTES_PER_NGRAM, CPU_INFER_FACTOR, HOST_BASELINE, HOST_RUNTIME, ORT_ARENA_FACTOR
+from .memory import (
+    BASELINE_BYTES_PER_NGRAM,
+    CPU_INFER_FACTOR,
+    CPU_TRAIN_TRANSIENT,
+    HOST_BASELINE,
+    HOST_RUNTIME,
+    ORT_ARENA_FACTOR,
+)
 from .stages import (
     StagePlan,
     StudentOnnx,
@@ -77,6 +84,7 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
                        "mean_clusters": {s: inp.lengths[s].mean for s in inp.lengths},
                        "longest_clusters": {s: inp.lengths[s].longest for s in inp.lengths}},
             "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
-                            "cpu_infer_factor": CPU_INFER_FACTOR, "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
+                            "cpu_infer_factor": CPU_INFER_FACTOR, "cpu_train_transient": CPU_TRAIN_TRANSIENT,
+                            "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
                             "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
                             "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
