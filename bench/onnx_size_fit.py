@@ -62,7 +62,8 @@ def calibration_split(tmp: Path, render: dict, glyphs: int) -> Path:
     dtype = shard_dtype(settings.cells, glyphs)
     rows = np.zeros(64, dtype)
     rows["length"] = rng.integers(1, settings.cells + 1, 64)
-    rows["glyphs"] = rng.integers(1, glyphs, (64, settings.cells)) * (np.arange(settings.cells) < rows["length"][:, None])
+    inside = np.arange(settings.cells) < rows["length"][:, None]
+    rows["glyphs"] = rng.integers(1, glyphs, (64, settings.cells)) * inside
     split = tmp / "train"
     split.mkdir(exist_ok=True)
     io.save_npy(split / "shard-00000.npy", rows)

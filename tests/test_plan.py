@@ -48,8 +48,8 @@ def test_safetensors_size_within_bytes(tmp_path):
     assert abs(safetensors_bytes(model_tensors(cfg)) - real) <= 64  # header offsets' digit count only
 
 
-@pytest.mark.parametrize("core,grad_free,cells", [("recursive", False, 96), ("recursive", True, 40), ("none", False, 96),
-                                                  ("none", False, 40)])
+@pytest.mark.parametrize("core,grad_free,cells", [("recursive", False, 96), ("recursive", True, 40),
+                                                  ("none", False, 96), ("none", False, 40)])
 def test_activation_model_matches_saved_tensors(core, grad_free, cells):
     """The per-sample activation term against the bytes autograd actually saves (CPU, fp32, glyph path, a batch
     trimmed to `cells` characters as training trims it)."""

@@ -211,5 +211,6 @@ def predict_inference_memory(encoder_cfg: EncoderConfig, batch: int, precision: 
     params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg))
     a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
     one_call = EncoderConfig(**{**encoder_cfg.to_dict(), "H_cycles": 1, "L_cycles": 0})
-    live = batch * CPU_INFER_FACTOR[encoder_cfg.core] * sum(activation_bytes_per_sample(one_call, a, tokens=tokens).values())
+    per_sample = sum(activation_bytes_per_sample(one_call, a, tokens=tokens).values())
+    live = batch * CPU_INFER_FACTOR[encoder_cfg.core] * per_sample
     return int(4 * params + live)

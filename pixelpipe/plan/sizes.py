@@ -199,7 +199,8 @@ def model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int, at
     return json_len(_model_config(cfg, role, enc, labels, atlas, train_stats))
 
 
-def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, Any], train_stats: Any) -> dict[str, str]:
+def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
+                  train_stats: Any) -> dict[str, str]:
     """The metadata entries the exporter stores in the student's ONNX file: the config and the fold map (a float32
     matrix [cell_height * cell_width, W] and an offset [W], base64: exact lengths from zero stand-ins)."""
     from ..deploy.onnxmodel import encode_array, metadata_entries

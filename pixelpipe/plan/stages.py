@@ -124,7 +124,8 @@ def predict_render(inp: PlanInputs) -> list[StagePlan]:
         chunk = min(n, inp.shard_size)
         chars = chunk * tally.codepoints / max(tally.rows, 1)
         host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
-                "code point table": 0x110000 * 4, "atlas (cells, stacked)": 2 * inp.glyphs * inp.teacher.cell_height * inp.teacher.cell_width,
+                "code point table": 0x110000 * 4,
+                "atlas (cells, stacked)": 2 * inp.glyphs * inp.teacher.cell_height * inp.teacher.cell_width,
                 "one shard: texts": chunk * HOST_RUNTIME["render_text"],
                 "one shard: layout, rows, counts": chunk * inp.capacity * HOST_RUNTIME["render_per_cell"],
                 "one shard: vectorized lookup": chars * HOST_RUNTIME["render_per_char"]}
@@ -170,7 +171,8 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
     micro = bs // engine["grad_accum_steps"]
     tokens = _train_tokens(inp, enc, tcfg, micro, max(64, micro))
     extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())
-    mem = functools.partial(predict_train_memory, enc, micro, activation_checkpointing=engine["activation_checkpointing"],
+    mem = functools.partial(predict_train_memory, enc, micro,
+                            activation_checkpointing=engine["activation_checkpointing"],
                             grad_free_cycles=engine["grad_free_cycles"], extra_params=extra_params,
                             tokens=tokens["peak"], images=bool(engine["augment"]))
     mem_cpu = mem(precision="fp32", device="cpu")
@@ -333,7 +335,8 @@ def predict_export_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     """ONNX fp32 export of the folded student, with the parity check on the first val shard."""
     n_parity = min(inp.shard_size, inp.sizes["val"])
     batch = min(256, n_parity)
-    host = {"baseline": HOST_BASELINE["export"], "runtime": HOST_RUNTIME["export_onnx"], "torch weights": 4 * onnx.params,
+    host = {"baseline": HOST_BASELINE["export"], "runtime": HOST_RUNTIME["export_onnx"],
+            "torch weights": 4 * onnx.params,
             "folded module (glyph table)": onnx.table,
             "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.fp32, "val shard rows": _rows_bytes(inp, n_parity),
             "parity batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
