@@ -144,6 +144,29 @@ def test_corpus_facts_are_what_the_corpus_and_render_rules_write(tiny_cfg, tmp_p
     assert inp.stats["val"].to_dict() == {k: manifest[k] for k in inp.stats["val"].to_dict()}
 
 
+def test_corpus_facts_of_a_user_file_with_bad_rows(tiny_cfg, tmp_path):
+    """A user CSV with a split column and bad rows (empty text, NA label, a character no font draws, marks):
+    the planner drops and counts what the corpus rule drops, and sizes its files to the byte."""
+    import csv
+
+    from pixelpipe.data.corpus import build_corpus
+    from pixelpipe.plan.corpusfacts import corpus_facts
+
+    rows = [("text", "label", "split")]
+    for i in range(120):
+        text = ["hello world", "Tiếng Việt có dấu", "مرحبا بالعالم", "γειά σου κόσμε", "x\u0301y z"][i % 5] + f" {i}"
+        rows.append((text, ["en", "vi", "ar", "el", "xx"][i % 5], ["train", "val", "test"][i % 3]))
+    rows += [("", "en", "train"), ("no label", "NA", "val"), ("tofu \U0001F9FF", "en", "test")]
+    with open(tmp_path / "corpus.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    cfg = _cfg(tiny_cfg, {"corpus": {"path": str(tmp_path / "corpus.csv"), "split_column": "split"}})
+    out = tmp_path / "out"
+    info = build_corpus(cfg["corpus"], cfg["render"]["fonts"], out, seed=cfg["seed"], log=lambda m: None)
+    facts = corpus_facts(cfg)
+    assert sum(info["bad_rows"].values()) == 3 and facts.sizes == info["split_sizes"] and facts.num_classes == 5
+    assert facts.corpus_bytes == {p.name: p.stat().st_size for p in out.iterdir()}
+
+
 def test_builtin_rows_are_the_corpus_rules_first_chunk(tiny_cfg):
     from pixelpipe.data.corpus import CorpusSettings, builtin_corpus
     from pixelpipe.plan.corpusfacts import builtin_rows
