@@ -48,12 +48,15 @@ def test_safetensors_size_within_bytes(tmp_path):
     assert abs(safetensors_bytes(model_tensors(cfg)) - real) <= 64  # header offsets' digit count only
 
 
-@pytest.mark.parametrize("grad_free", [False, True])
-def test_activation_model_matches_saved_tensors(grad_free):
-    """The per-sample activation term against the bytes autograd actually saves (CPU, fp32)."""
-    cfg = encoder_config(line_chars=96, dim=64, heads=4, mixer_ratio=4.0, H_cycles=1, L_cycles=2, num_capsules=4)
-    model = TRMVisionEncoder(cfg).train()
-    model.grad_free_cycles = grad_free
+@pytest.mark.parametrize("core,grad_free,cells", [("recursive", False, 96), ("recursive", True, 40),
+                                                  ("none", False, 96), ("none", False, 40)])
+def test_activation_model_matches_saved_tensors(core, grad_free, cells):
+    """The per-sample activation term against the bytes autograd actually saves (CPU, fp32, glyph path, a batch
+    trimmed to `cells` characters as training trims it)."""
+    cfg = encoder_config(line_chars=96, dim=64, heads=4, mixer_ratio=4.0, H_cycles=1, L_cycles=2, num_capsules=4,
+                         core=core)
+    model = TRMVisionEncoder(cfg, torch.randint(0, 256, (50, cfg.cell_height, cfg.cell_width), dtype=torch.uint8))
+    model.train().grad_free_cycles = grad_free
     saved: dict[int, int] = {}
 
     def pack(t):
@@ -63,13 +66,30 @@ def test_activation_model_matches_saved_tensors(grad_free):
         return t
 
     batch = 8
-    x = torch.randint(0, 256, (batch, 1, cfg.image_height, cfg.image_width), dtype=torch.uint8)
+    glyphs = torch.randint(1, 50, (batch, cells))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(x)
+        model(glyphs, torch.full((batch,), cells))
     weights = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     measured = sum(v for k, v in saved.items() if k not in weights) / batch
-    predicted = sum(activation_bytes_per_sample(cfg, 4, grad_free_cycles=grad_free).values())
-    assert abs(predicted - measured) / measured < 0.15, (predicted, measured)
+    predicted = sum(activation_bytes_per_sample(cfg, 4, grad_free_cycles=grad_free, tokens=cells + cfg.lead).values())
+    assert abs(predicted - measured) / measured < 0.05, (predicted, measured)
+
+
+def test_batch_tokens_follow_the_longest_text_of_a_batch():
+    """Trimmed batches: the expected longest of B lengths drawn from the histogram (checked by simulation),
+    shorter with random windows, and the peak at the split's longest text."""
+    from pixelpipe.plan.lengths import LengthStats
+
+    cfg = encoder_config(line_chars=96)
+    rng = np.random.default_rng(0)
+    lengths = np.minimum(rng.geometric(1 / 30, 20_000), 200)
+    stats = LengthStats.from_histogram(np.bincount(lengths), cfg.cells)
+    assert stats.longest == 96 and abs(stats.mean - np.minimum(lengths, 96).mean()) < 1e-9
+    for batch in (1, 8, 64):
+        sim = np.minimum(rng.choice(lengths, (4000, batch)), 96).max(1).mean() + cfg.lead
+        assert abs(stats.batch_tokens(cfg, batch) - sim) / sim < 0.02, (batch, stats.batch_tokens(cfg, batch), sim)
+    assert stats.batch_tokens(cfg, 64, window_prob=1.0, min_chars=15) < stats.batch_tokens(cfg, 64)
+    assert stats.peak_tokens(cfg) == 96 + cfg.lead == cfg.num_tokens
 
 
 def test_predict_train_memory_is_linear_in_batch():
@@ -83,6 +103,112 @@ def test_predict_train_memory_is_linear_in_batch():
     assert m8["reserved_peak"] > m8["allocated_peak"]
     ckpt = predict_train_memory(cfg, 8, "bf16", activation_checkpointing=True)
     assert ckpt["per_sample_activation_bytes"] < per_sample / 2
+
+
+SMALL_REAL = {"corpus": {"sources": ["firefox", "mediawiki"], "num_samples": 950}}  # 50 real rows a language
+
+
+def _cfg(base, overrides):
+    import copy
+
+    cfg = copy.deepcopy(base)
+    for section, values in overrides.items():
+        cfg[section].update(values)
+    return cfg
+
+
+@pytest.mark.parametrize("overrides", [{}, SMALL_REAL], ids=["tiny-faker", "small-real"])
+def test_corpus_facts_are_what_the_corpus_and_render_rules_write(tiny_cfg, tmp_path, overrides):
+    """Read as the corpus rule streams (nothing extrapolated here): row counts, every corpus file's bytes, the
+    charset, and a render job's shards and manifest, byte for byte."""
+    from pixelpipe.data.charset import read_charset
+    from pixelpipe.data.corpus import build_corpus
+    from pixelpipe.data.render import RenderSettings, render_split
+    from pixelpipe.plan.inputs import plan_inputs
+    from pixelpipe.plan.stages import predict_render
+
+    cfg = _cfg(tiny_cfg, overrides)
+    info = build_corpus(cfg["corpus"], cfg["render"]["fonts"], tmp_path, seed=cfg["seed"], log=lambda m: None)
+    inp = plan_inputs(cfg)
+    assert inp.facts.exact and inp.sizes == info["split_sizes"]
+    assert inp.facts.corpus_bytes == {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+    assert inp.facts.charset == read_charset(tmp_path / "charset.json")
+    shards = [tmp_path / "cache" / f"shard-{s:05d}.npy" for s in range(len(inp.shard_rows("val")))]
+    render_split(tmp_path / "val.parquet", inp.facts.charset, RenderSettings.from_section(cfg["render"]), shards,
+                 tmp_path / "cache" / "manifest.json", shard_size=cfg["render"]["shard_size"], progress=False)
+    written = sum(p.stat().st_size for p in (tmp_path / "cache").iterdir())
+    manifest = read_json(tmp_path / "cache" / "manifest.json")
+    predicted = predict_render(inp)[1]
+    assert predicted.name == "val" and abs(predicted.disk_written_bytes - written) <= 8, (predicted.disk_written_bytes,
+                                                                                          written)  # rows_per_s digits
+    assert inp.stats["val"].to_dict() == {k: manifest[k] for k in inp.stats["val"].to_dict()}
+
+
+def test_corpus_facts_of_a_user_file_with_bad_rows(tiny_cfg, tmp_path):
+    """A user CSV with a split column and bad rows (empty text, NA label, a character no font draws, marks):
+    the planner drops and counts what the corpus rule drops, and sizes its files to the byte."""
+    import csv
+
+    from pixelpipe.data.corpus import build_corpus
+    from pixelpipe.plan.corpusfacts import corpus_facts
+
+    rows = [("text", "label", "split")]
+    for i in range(120):
+        text = ["hello world", "Tiếng Việt có dấu", "مرحبا بالعالم", "γειά σου κόσμε", "x\u0301y z"][i % 5] + f" {i}"
+        rows.append((text, ["en", "vi", "ar", "el", "xx"][i % 5], ["train", "val", "test"][i % 3]))
+    rows += [("", "en", "train"), ("no label", "NA", "val"), ("tofu \U0001F9FF", "en", "test")]
+    with open(tmp_path / "corpus.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    cfg = _cfg(tiny_cfg, {"corpus": {"path": str(tmp_path / "corpus.csv"), "split_column": "split"}})
+    out = tmp_path / "out"
+    info = build_corpus(cfg["corpus"], cfg["render"]["fonts"], out, seed=cfg["seed"], log=lambda m: None)
+    facts = corpus_facts(cfg)
+    assert sum(info["bad_rows"].values()) == 3 and facts.sizes == info["split_sizes"] and facts.num_classes == 5
+    assert facts.corpus_bytes == {p.name: p.stat().st_size for p in out.iterdir()}
+
+
+def test_builtin_rows_are_the_corpus_rules_first_chunk(tiny_cfg):
+    from pixelpipe.data.corpus import CorpusSettings, builtin_corpus
+    from pixelpipe.plan.corpusfacts import builtin_rows
+
+    ccfg = CorpusSettings.from_section({**tiny_cfg["corpus"], "sources": ["firefox", "mediawiki", "faker"],
+                                        "num_samples": 950})
+    frame, fill = builtin_rows(ccfg, 7)
+    n, chunks = builtin_corpus(ccfg, 7)
+    first = next(chunks)
+    assert n == len(frame) + sum(fill.values()) and first.equals(frame)
+
+
+def test_charset_clusters_match_text_clusters():
+    """The whole-column cluster pass the planner uses on large corpora equals data.charset.text_clusters."""
+    import pandas as pd
+
+    from pixelpipe.data.atlas import undrawable
+    from pixelpipe.data.charset import text_clusters
+    from pixelpipe.data.sources import TEXT_DIR
+    from pixelpipe.plan.corpusscan import charset_clusters
+
+    fonts = ["DejaVuSans", "DejaVuSerif", "DejaVuSansMono"]
+    real = pd.read_parquet(TEXT_DIR / "mediawiki.parquet", columns=["text"])["text"].tolist()[::7]
+    odd = ["  \u0301abc", "x \t\u0301y", "a\u200c b", " \u0651 ", "e\u0301\u0302 z", "\u0301", "tab\tend ", "\u0378x"]
+    for texts in (real, odd):
+        assert charset_clusters(texts, fonts) == {c for c in text_clusters(texts) if not undrawable(c, fonts)}
+
+
+def test_sampled_corpus_facts_stay_close_to_exact(tiny_cfg, monkeypatch):
+    """Beyond FRAME_EXACT_ROWS the drawn rows are sampled and extrapolated: rows, lengths and bytes stay close."""
+    from pixelpipe.plan import corpusfacts
+
+    cfg = _cfg(tiny_cfg, {"corpus": {"sources": ["firefox", "mediawiki"], "num_samples": 3800}})
+    exact = corpusfacts.corpus_facts(cfg)
+    monkeypatch.setattr(corpusfacts, "FRAME_EXACT_ROWS", 800)
+    sampled = corpusfacts.corpus_facts(cfg)
+    assert exact.exact and not sampled.exact and sampled.charset == exact.charset  # every row's clusters
+    for split in ("train", "val", "test"):
+        assert abs(sampled.sizes[split] - exact.sizes[split]) <= 0.01 * exact.sizes[split] + 2
+        e, s = exact.texts[split], sampled.texts[split]
+        assert abs(s.codepoints / s.rows - e.codepoints / e.rows) < 0.1 * e.codepoints / e.rows
+        assert abs(sampled.corpus_bytes[f"{split}.parquet"] / exact.corpus_bytes[f"{split}.parquet"] - 1) < 0.15
 
 
 def test_plan_lists_every_job(tiny_cfg):

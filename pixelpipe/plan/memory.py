@@ -22,104 +22,150 @@ from .shapes import param_shapes
 # of the tiny config. Anonymous memory, not RSS: file-backed library pages vary with the page cache
 # (see measure.anon_rss). Stages that do not need torch no longer import it (StageMeter imports it lazily).
 HOST_BASELINE = {
-    "corpus": 58_800_000,  # pandas + pyarrow
-    "render": 72_100_000,  # pandas + pyarrow + numpy + PIL + matplotlib's font paths + fontTools
-    "torch": 168_400_000,  # train_teacher / encode / train_student: torch + numpy + safetensors + the model code
-    "consolidate": 21_900_000,  # numpy
-    # export_onnx / deploy_benchmark: torch + numpy + the model code (onnx, onnxscript, onnxruntime load lazily)
-    "deploy": 153_000_000,
-    "quantize": 22_200_000,  # numpy; onnx and onnxruntime load lazily (counted in the runtime term)
+    "corpus": 72_300_000,  # pandas + pyarrow + the sources and charset modules
+    "render": 38_090_000,  # pyarrow + numpy + PIL + fontTools (no pandas)
+    "torch": 170_200_000,  # train_teacher / encode / train_student: torch + numpy + safetensors + the model code
+    "consolidate": 22_050_000,  # numpy
+    "export": 166_250_000,  # export_onnx: torch + numpy + the model code + the fold (onnx and onnxscript load lazily)
+    "deploy": 153_730_000,  # deploy_benchmark: torch + numpy + the model code (onnxruntime loads lazily)
+    "quantize": 22_040_000,  # numpy; onnx and onnxruntime load lazily (counted in the runtime term)
     "baseline": 197_400_000,  # torch + pandas + pyarrow
 }
 # What a stage adds over its baseline beyond the analytic terms below, measured as
 # peak_host - baseline - analytic terms on the tiny config (where the analytic terms are ~0), per-row
-# and per-sample terms fitted between the tiny and the default config; anonymous memory only:
+# and per-sample terms fitted between the tiny and the default config and the corpus-only runs named below;
+# anonymous memory only:
 HOST_RUNTIME = {
-    "corpus": 43_600_000,  # Faker and its 19 locale providers, pyarrow write buffers
-    "corpus_row": 2_500,  # per corpus row (DataFrame, texts, bad-row checks): (default - tiny) / (17100 - 380) rows
-    "render": 10_500_000,  # fonts, the atlas, PIL
-    "render_text": 80,  # Python str overhead per text (object header, hash, length)
-    # vectorized code point lookup (uint32 code points, int32 cells, int64 rows/positions) and the gather's
-    # index arrays: fitted between two default runs, whose render/train peaks differed by 68 MiB (218 and
-    # 286 MiB for the same work: glibc arenas and garbage-collection timing)
-    "render_per_char": 55,
+    # corpus: fitted on corpus-only runs of 7 configs (faker 380 / 40,000 / 60,000 rows, real 3,800 / 38,000 /
+    # 174,541 rows, real 174,541 + faker 15,459, user CSVs of 400 / 30,388 rows); residuals within 3.2 %
+    "corpus": 10_800_000,  # pyarrow writers, the charset, labels (the user CSV of 400 rows)
+    "corpus_source_row": 699,  # per row of the shipped sources loaded to draw from (185,611 for firefox + mediawiki)
+    "corpus_row": 463,  # per drawn real row (picked from the sources, then the chunk written)
+    "corpus_user_row": 1_547,  # per row of a user CSV (its parsed lines, the frame, the chunk written)
+    "corpus_faker": 20_800_000,  # Faker and its 19 locale providers
+    "corpus_faker_row": 1_440,  # per Faker row alive (one chunk written while the next is generated)
+    "baseline_row": 400,  # per row of the three parquet frames the baseline reads (id, text, source, origin, label)
+    # render: fitted on the tiny and default runs' six render jobs (shards of 38 to 8,192 rows); residuals -3 to +5 %
+    "render": 13_400_000,  # fonts, the atlas, pyarrow's reader
+    "render_text": 1_190,  # per text of a shard: the Python str read, its normalized copy, list and arrow buffers
+    "render_per_cell": 8,  # per layout cell of a shard: int32 layout, uint16 glyph ids, the valid mask (analytic)
+    "render_per_char": 65,  # per character of a shard: the vectorized code point lookup's arrays (analytic)
     "loader_worker": 22_000_000,  # USS of one forked DataLoader worker (pages it copies-on-write)
     "baseline": 80_000_000,  # autograd, the sparse gradient and its coalescing buffers, the optimizers
     "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
     "encode": 4_000_000,  # inference-mode kernels, the read-ahead thread
     "consolidate": 0,
-    # deploy stages: one tiny run
+    # deploy stages: the runtime term and ORT_ARENA_FACTOR solved together from the tiny and the default run
+    # (two equations, two unknowns per stage: in-sample, zero residual on both)
     # onnx + onnxscript + torch.export/dynamo tracing + one onnxruntime session (the parity check)
-    "export_onnx": 168_600_000,
-    # onnx + onnxruntime + its quantization tooling (pre-processing, calibration and two accuracy sessions)
-    "quantize_onnx": 194_000_000,
+    "export_onnx": 154_700_000,
+    # onnx + onnxruntime + its quantization tooling (pre-processing with ONNX shape inference only, calibration
+    # and two accuracy sessions)
+    "quantize_onnx": 37_400_000,
     # onnxruntime, three forms' sessions and their profiled copies, thread pools
-    "deploy_benchmark": 45_600_000,
+    "deploy_benchmark": 29_500_000,
 }
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
 # program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and
 # calibration-augmented protos and sessions). Fitted on ONE larger student (dim 256, depth 2, 1.9 M
-# parameters, 6.5 MB ONNX) as (its peak - the tiny peak - the other terms' growth) / the ONNX growth: an
-# estimate for large students, not checked beyond that one shape.
+# parameters, 6.5 MB ONNX) as (its peak - the tiny peak - the other terms' growth) / the ONNX growth, on the
+# previous (image-input) export; kept for the folded export (they count copies of the file, whatever its graph:
+# 9 and 20 MB of the default run's export and quantize peaks), not re-checked beyond that.
 ONNX_MODEL_COPIES = {"export_onnx": 2.45, "quantize_onnx": 4.25}
-# On CPU, RSS grows by more than the saved activations: forward temporaries, gradient buffers in backward
-# and blocks glibc keeps in its arenas. Measured RSS growth per sample of a training step of the default
-# teacher (batch 32/64/128, 2 threads) over the predicted activations + workspace: 1.42/1.42/1.31.
-CPU_TRAIN_TRANSIENT = 1.38
-# Inference holds no saved tensors, only the live temporaries of one block (the local mixer's 4 x D hidden
-# layer included) and what glibc keeps of them: fitted on the default run's four encode jobs (pair stem,
-# D=64, 96 tokens) as 2.3x one core call's activation bytes (residuals -8 % to +12 %).
-CPU_INFER_FACTOR = 2.3
-# onnxruntime's arena keeps the peak of every session's activations; per deploy stage, the arenas' bytes as
-# multiples of one torch forward at the same batch, fitted on the default run (export: the parity session;
-# quantize: calibration and two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their
-# profiled copies and the batch-size sweep). In-sample fits of one run each.
-ORT_ARENA_FACTOR = {"export_onnx": 2.07, "quantize_onnx": 1.51, "deploy_benchmark": 4.25}
-# The n-gram baseline's ids: int64 ids, the per-text Python lists they are hashed from and the copy into a
-# tensor, fitted between two default runs (peaks 396 and 458 MiB) as bytes per n-gram (8: the ids alone).
-BASELINE_BYTES_PER_NGRAM = 30
+# On CPU, a training job grows by more than the saved activations: forward temporaries, gradient buffers in
+# backward, and blocks glibc keeps in its arenas. Batches trimmed to their longest text change every tensor's
+# size from step to step, and glibc's free lists fragment: in isolation, one default-teacher step at a fixed 96
+# characters grows the process by 182 MiB (1.75x activations + workspace), 150 steps of random lengths up to 96
+# by 324 MiB. Fitted per core type on the default run (in-sample, 948 teacher / 1,422 student steps):
+# (peak - baseline - runtime - weights, gradients, optimizer state) / (activations + backward workspace) at the
+# longest text's tokens; tiny: the same within 3 % of the job.
+CPU_TRAIN_TRANSIENT = {"recursive": 3.05, "none": 4.14}
+# Inference keeps no saved tensors, only the live temporaries of about one core call (the mixer's n-gram
+# features stay alive until the head pools them) and what glibc keeps of them: CPU_INFER_FACTOR times what one
+# core call and the layers around it would save for backward. recursive: fitted on the default run's six encode
+# jobs (batch 256, 97 tokens; residuals -10 % to +10 % of the job); none: one inference forward of the default
+# student in isolation (batch 256, 97 tokens, 124 MiB).
+CPU_INFER_FACTOR = {"recursive": 0.94, "none": 1.35}
+# onnxruntime's arena keeps the peak of every session's activations (and batches trimmed to different lengths
+# fragment it); per deploy stage, the arenas' bytes as multiples of one forward of the folded graph at the
+# largest batch (StudentOnnx.onnx_forward: the gathered table rows and the n-gram features), solved with the
+# runtime term above from the tiny and the default run (export: the parity session; quantize: calibration and
+# two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their profiled copies and the batch sweep).
+ORT_ARENA_FACTOR = {"export_onnx": 3.05, "quantize_onnx": 2.18, "deploy_benchmark": 3.76}
+# The n-gram baseline's ids: the int64 array they are hashed into, its copy into a tensor and the array's growth
+# slack, fitted on the default run (434 MiB, 5.5 M n-grams) as bytes per n-gram (16: the ids twice) beside
+# HOST_RUNTIME["baseline_row"] (the frames' five columns as Python objects, ~400 bytes a row; not fitted).
+BASELINE_BYTES_PER_NGRAM = 18.5
 # CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
 CUDA_RESERVED_OVERHEAD = 1.10
 
 
 # ---- memory of one training step and one inference forward ----------------------------------------
-def activation_bytes_per_sample(cfg: EncoderConfig, act_bytes: int = 4, activation_checkpointing: bool = False,
-                                grad_free_cycles: bool = False) -> dict[str, int]:
-    """Bytes autograd saves for backward per sample, by model part.
+def _tokens(cfg: EncoderConfig, tokens: float | None) -> float:
+    """Tokens a (trimmed) batch computes: `tokens`, or the whole layout."""
+    return float(cfg.num_tokens if tokens is None else tokens)
 
-    Counted tensor by tensor from model/encoder.py: the residual stream and LayerNorm inputs stay fp32 under
-    autocast (4 bytes); matmul inputs/outputs take `act_bytes` (2 under bf16/fp16 autocast, 4 in fp32).
-    Per block: norm1 input x, its normalised output, qkv (3D, kept by attention), attention output,
-    its contiguous copy for proj, norm2 input, its output, MLP hidden pre/post GELU; plus the stack's
-    final norm input and per-row LayerNorm/softmax statistics.
+
+def _block_bytes(cfg: EncoderConfig, n: float, a: int) -> float:
+    """One transformer block: norm1 input x and its output, qkv (3D, kept by attention), the attention output
+    (laid out so that proj reads it without a copy), norm2 input and output, MLP hidden before and after GELU,
+    the LayerNorm statistics, the attention's logsumexp and its float copy of the mask."""
+    d, hidden = cfg.dim, int(cfg.dim * cfg.mlp_ratio)
+    stats = 2 * 4 * n + 4 * cfg.heads * n
+    return n * (2 * d * 4 + 6 * d * a + 2 * hidden * a) + 2 * stats + n * 4
+
+
+def _pooled_bytes(n: float, features: int, a: int) -> float:
+    """masked_mean (its float mask) and masked_max (the inverted bool mask and the masked copy amax keeps)."""
+    return n * 4 + n + n * features * a
+
+
+def activation_bytes_per_sample(cfg: EncoderConfig, act_bytes: int = 4, activation_checkpointing: bool = False,
+                                grad_free_cycles: bool = False, tokens: float | None = None,
+                                images: bool = False) -> dict[str, int]:
+    """Bytes autograd saves for backward per sample of a batch computing `tokens` tokens, by model part.
+
+    Counted tensor by tensor from model/encoder.py (glyph path: the stem is applied to the atlas and gathered, so
+    per sample only the two gathers' int64 indices are kept; `images`: the pixel path under augmentation, which
+    keeps the padded image the stem convolution reads). The residual stream and LayerNorm inputs stay fp32 under
+    autocast (4 bytes); matmul inputs/outputs take `act_bytes` (2 under bf16/fp16 autocast, 4 in fp32). Every
+    position-mixing op multiplies by a float copy of the mask (4 bytes per token, kept by the multiply).
     """
-    n, d, k = cfg.num_tokens, cfg.dim, cfg.num_capsules
-    hidden = int(d * cfg.mlp_ratio)
+    n, d, k, m = _tokens(cfg, tokens), cfg.dim, cfg.num_capsules, cfg.mixer_hidden
     a = act_bytes
-    stats = 2 * 4 * n + 4 * cfg.heads * n  # LayerNorm mean/rstd + attention logsumexp
-    block = n * (2 * d * 4 + 7 * d * a + 2 * hidden * a) + 2 * stats
-    core_call = cfg.depth * block + n * d * 4 + 2 * 4 * n
-    calls = cfg.H_cycles * (cfg.L_cycles + 1)
-    grad_calls = (cfg.L_cycles + 1) if grad_free_cycles else calls
-    if activation_checkpointing:
-        # only each core call's input is kept; one call's activations live again during recomputation
-        recursion = grad_calls * n * d * 4 + core_call
+    if images:
+        width = (n / max(cfg.lines, 1)) * cfg.cell_width
+        pixels = cfg.channels * cfg.image_height * width
+        embed = pixels * 4 + (pixels * a if a != 4 else 0)
     else:
-        recursion = grad_calls * core_call
-    pixels = cfg.channels * cfg.image_height * (cfg.image_width + cfg.stem_kernel[1] - cfg.cell_width)
-    embed = pixels * 4 + (pixels * a if a != 4 else 0)  # the (padded) image the stem convolution keeps
-    m = cfg.mixer_hidden
-    if m:  # local mixing: LayerNorm input and output, the convolution's output (GELU input) and the GELU output
-        embed += n * d * 4 + n * d * a + 2 * n * m * a + 2 * 4 * n
-    capsules = n * d * 4 + n * d * a + n * 2 * d * a + k * d * 4 * 8 + k * 2 * d * a * 2
-    head = 2 * cfg.head_features * 4 + cfg.head_features * a
-    return {"embed": embed, "recursion": recursion, "capsules": capsules, "head": head}
+        embed = 2 * n * 8  # the gathers' indices (left and right half of each pair)
+    embed += n * 4  # place(): the float mask
+    if m:  # local mixing: masked input (after LayerNorm when recursive), conv output (GELU input), the GELU
+        # output's contiguous copy for proj, the float masks of the input and the output
+        embed += n * d * a + 2 * n * m * a + 2 * n * 4
+        if cfg.recursive:
+            embed += n * d * 4 + 2 * 4 * n
+    recursion = 0.0
+    if cfg.recursive:
+        core_call = cfg.depth * _block_bytes(cfg, n, a) + n * d * 4 + 2 * 4 * n
+        calls = cfg.H_cycles * (cfg.L_cycles + 1)
+        grad_calls = (cfg.L_cycles + 1) if grad_free_cycles else calls
+        # with checkpointing only each core call's input is kept; one call's activations live again in recomputation
+        recursion = grad_calls * n * d * 4 + core_call if activation_checkpointing else grad_calls * core_call
+    # norm_kv input, statistics and output, k and v, the attention's float mask; the K capsules' small tensors
+    capsules = n * d * 4 + 2 * 4 * n + n * d * a + n * 2 * d * a + n * 4 + k * d * 4 * 8 + k * 2 * d * a * 2
+    head = cfg.head_features * 4 + cfg.head_features * a  # head_norm input and output
+    head += _pooled_bytes(n, m, a) if m else 0
+    head += _pooled_bytes(n, d, a) if cfg.recursive else 0
+    return {"embed": int(embed), "recursion": int(recursion), "capsules": int(capsules), "head": int(head)}
 
 
 def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision: str = "fp32",
                          activation_checkpointing: bool = False, grad_free_cycles: bool = False,
-                         extra_params: int = 0, device: str = "cuda") -> dict[str, Any]:
-    """Peak memory of one training step of `encoder_cfg` at `micro_batch`, by component (bytes).
+                         extra_params: int = 0, device: str = "cuda", tokens: float | None = None,
+                         images: bool = False) -> dict[str, Any]:
+    """Peak memory of one training step of `encoder_cfg` at `micro_batch` whose batch computes `tokens` tokens
+    (default: the whole layout; the planner passes the tokens of the batch holding the longest text), by component.
 
     The batch-size finder can solve `total = budget` for the batch: everything but
     `activations` is fixed, and activations are `per_sample_activation_bytes * micro_batch`.
@@ -127,10 +173,11 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg)) + extra_params
     trained = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg, trained_only=True)) + extra_params
     a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
-    acts = activation_bytes_per_sample(encoder_cfg, a, activation_checkpointing, grad_free_cycles)
+    acts = activation_bytes_per_sample(encoder_cfg, a, activation_checkpointing, grad_free_cycles, tokens, images)
     per_sample = sum(acts.values())
-    n, d = encoder_cfg.num_tokens, encoder_cfg.dim
-    hidden = int(d * encoder_cfg.mlp_ratio)
+    n, d = _tokens(encoder_cfg, tokens), encoder_cfg.dim
+    widest = max(3 * d if encoder_cfg.recursive else d, int(d * encoder_cfg.mlp_ratio) if encoder_cfg.recursive else 0,
+                 encoder_cfg.mixer_hidden)
     out = {
         "weights": 4 * params,
         "gradients": 4 * trained,
@@ -138,8 +185,11 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
         "amp_weight_copies": 2 * params if a == 2 else 0,  # autocast's per-forward low-precision weight cache
         "activations": {k: v * micro_batch for k, v in acts.items()},
         # backward holds the incoming and outgoing gradient of the widest tensor besides the saved ones
-        "backward_workspace": 2 * n * max(3 * d, hidden) * 4 * micro_batch,
-        "input_buffers": micro_batch * encoder_cfg.channels * encoder_cfg.image_height * encoder_cfg.image_width * 5,
+        "backward_workspace": int(2 * n * widest * 4 * micro_batch),
+        # the loader's glyph rows (int64), their trimmed and masked copies; the float images under augmentation
+        "input_buffers": int(micro_batch * encoder_cfg.cells * 8 * 3
+                             + (micro_batch * encoder_cfg.channels * encoder_cfg.image_height * encoder_cfg.image_width
+                                * 4 * 3 if images else 0)),
     }
     out["per_sample_activation_bytes"] = per_sample
     total = (out["weights"] + out["gradients"] + out["optimizer_state"] + out["amp_weight_copies"]
@@ -147,20 +197,20 @@ def predict_train_memory(encoder_cfg: EncoderConfig, micro_batch: int, precision
     if device == "cuda":
         overhead = int(total * (CUDA_RESERVED_OVERHEAD - 1))
     else:
-        overhead = int((sum(out["activations"].values()) + out["backward_workspace"]) * (CPU_TRAIN_TRANSIENT - 1))
-    out["allocated_peak"] = total
-    out["allocator_overhead"] = overhead
-    out["reserved_peak"] = total + overhead
-    out["parameters"] = params
-    out["trained_parameters"] = trained
+        transient = CPU_TRAIN_TRANSIENT[encoder_cfg.core]
+        overhead = int((sum(out["activations"].values()) + out["backward_workspace"]) * (transient - 1))
+    out.update(allocated_peak=total, allocator_overhead=overhead, reserved_peak=total + overhead, parameters=params,
+               trained_parameters=trained, tokens=n)
     return out
 
 
 def predict_inference_memory(encoder_cfg: EncoderConfig, batch: int, precision: str = "fp32",
-                             device: str = "cuda") -> int:
-    """Peak bytes of one inference forward: weights plus the live temporaries of about one core call."""
+                             device: str = "cuda", tokens: float | None = None) -> int:
+    """Peak bytes of one inference forward at `tokens` tokens: weights plus the live temporaries, CPU_INFER_FACTOR
+    times what one core call (and the layers around it) would keep for backward."""
     params = sum(int(np.prod(s)) for s in param_shapes(encoder_cfg))
     a = 2 if precision in ("bf16", "fp16") and device == "cuda" else 4
-    one_call = activation_bytes_per_sample(EncoderConfig(**{**encoder_cfg.to_dict(), "H_cycles": 1, "L_cycles": 0}), a)
-    live = batch * CPU_INFER_FACTOR * one_call["recursion"]
+    one_call = EncoderConfig(**{**encoder_cfg.to_dict(), "H_cycles": 1, "L_cycles": 0})
+    per_sample = sum(activation_bytes_per_sample(one_call, a, tokens=tokens).values())
+    live = batch * CPU_INFER_FACTOR[encoder_cfg.core] * per_sample
     return int(4 * params + live)

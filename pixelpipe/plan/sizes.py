@@ -1,8 +1,8 @@
 """Bytes of every artifact the workflow writes, from the writers' own formats and structures.
 
-Exact arithmetic for npy/npz/safetensors (headers included) and the ONNX float data; JSON side files are
-sized by writing a stand-in with the real structure; parquet (before the corpus exists) and the ONNX graph
-bytes are fitted estimates.
+Exact arithmetic for npy/npz/safetensors (headers included) and the ONNX float data and metadata; JSON side
+files are sized by writing a stand-in with the real structure; the ONNX graph bytes are a fitted estimate.
+(The corpus files are sized by writing them to memory: corpusfacts.)
 """
 
 from __future__ import annotations
@@ -18,12 +18,6 @@ import numpy as np
 from ..model.encoder import EncoderConfig
 from .shapes import model_tensors, param_shapes
 
-# Parquet of the built-in corpus, for the disk preflight's estimate only (the plan proper writes the exact
-# tables to memory): bytes per character (UTF-8 of 19 scripts, snappy), per row, per file. Least-squares
-# fit over the six parquet files of the tiny and default configs (residuals < 2 %).
-PARQUET_BYTES_PER_CHAR = 1.020
-PARQUET_ROW_BYTES = 20.8
-PARQUET_FILE_BYTES = 1635
 # results/baseline/metrics.json: fixed keys and a dozen floats (an estimate; the file is ~200 bytes)
 BASELINE_METRICS_BYTES = 200
 
@@ -74,17 +68,21 @@ def safetensors_bytes(tensors: dict[str, tuple[tuple[int, ...], str, int]]) -> i
 
 
 # ---- ONNX file sizes ----------------------------------------------------------------------------
-# The exported graph computes logits and sketches only, so children_proj and checksum_planes are
-# dropped, and the exporter folds capsules.q(queries) into one [K, D] constant. The recursion's
-# shared weights are stored once (export.dedupe_initializers) and node stack traces are stripped.
-ONNX_DEAD = ("children_proj.", "checksum_planes", "capsules.q.")
-ONNX_SCALARS = 4  # float scalars the exporter adds (softmax scale, GELU constants), counted in the files
-# Graph bytes besides the float data and metadata: nodes, value_info, int64 shape constants, initializer
-# headers, Q/DQ nodes and activation scales. Least-squares fit of (fixed, per block, per block call) over
-# exports and static QDQ quantizations (64 calibration images) of 7 glyph-stem encoder shapes with random,
-# all-distinct weights (dim 16-64, depth 1-2, 2-12 block calls, mixer ratio 1-4; torch 2.13, onnxruntime
-# 1.32): residuals within 0.2 % of the file, fp32 and int8. Rerun: python bench/onnx_size_fit.py
-ONNX_GRAPH = {"fp32": (21_433, 2_704, 4_288), "int8": (20_547, 256, 7_949)}
+# What export writes is the folded student (deploy.fold): a per-glyph table [G + 1, W] (an initializer that is
+# also a graph input) and, in the `ngram` form (core none, one line), only the convolution's bias, the head's
+# LayerNorm and the head after it; in the `stem` form the whole model after the stem, less what logits do not
+# reach (children_proj, checksum_planes), with capsules.q(queries) folded into one [K, D] constant.
+ONNX_DEAD = ("stem.proj.", "children_proj.", "checksum_planes", "capsules.q.", "capsules.queries")
+ONNX_SCALARS = 4  # float scalars the exporter adds (GELU and masking constants), counted in the files
+# Graph bytes besides the float data and metadata: nodes, value_info, int64 shape constants, initializer headers,
+# Q/DQ nodes and activation scales, quant_pre_process's metadata. Least-squares fit per deploy form over exports
+# and static QDQ quantizations (64 calibration rows) of students with random, all-distinct weights: ngram =
+# (fixed, per table span) over 6 shapes (dim 16-48, mixer kernel 3-7, ratio 2-8, pair and cell stems, 150-700
+# glyphs), stem = (fixed, per block, per block call) over 7 recursive shapes (dim 16-64, depth 1-2, 2-6 block
+# calls; depth and calls are nearly collinear, hence a negative per-block term); residuals within 0.22 % of the
+# file, fp32 and int8 (torch 2.13, onnxruntime 1.32). Rerun: python bench/onnx_size_fit.py
+ONNX_GRAPH = {"ngram": {"fp32": (6_023, 834), "int8": (5_041, 685)},
+              "stem": {"fp32": (31_083, -3_357, 5_441), "int8": (29_290, -4_788, 9_249)}}
 
 
 def _pb_bytes(n: int) -> int:
@@ -92,78 +90,125 @@ def _pb_bytes(n: int) -> int:
     return 1 + max(1, math.ceil(n.bit_length() / 7)) + n
 
 
-def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str]) -> dict[str, int]:
+def deploy_form(enc: EncoderConfig) -> str:
+    """deploy.fold.deploy_form from the config: 'ngram' (stem and convolution fold) or 'stem'."""
+    return "ngram" if not enc.recursive and enc.lines == 1 and not enc.positions else "stem"
+
+
+def fold_width(enc: EncoderConfig) -> int:
+    """W, the width of a deployed table row (deploy.fold): one block per glyph a token's features read."""
+    halves = 2 if enc.stem == "pair" else 1
+    if deploy_form(enc) == "ngram":
+        return (enc.mixer_kernel - 1 + halves) * enc.mixer_hidden
+    return halves * enc.dim
+
+
+def _onnx_floats(enc: EncoderConfig, glyphs: int) -> tuple[int, list[tuple[int, ...]], int]:
+    """(live floats, Conv/MatMul/Gemm weight shapes, int32 bias elements after static quantization)."""
+    table = (glyphs + 1) * fold_width(enc)
+    if deploy_form(enc) == "ngram":
+        h, c = enc.mixer_hidden, enc.num_classes
+        return table + h + 2 * 2 * h + c * 2 * h + c + ONNX_SCALARS, [(c, 2 * h)], c
+    live = {k: s for k, (s, *_) in model_tensors(enc).items() if not k.startswith(ONNX_DEAD)}
+    floats = table + sum(int(np.prod(s)) for s in live.values()) + enc.num_capsules * enc.dim + ONNX_SCALARS
+    weights = [s for k, s in live.items() if k.endswith(".weight") and len(s) >= 2]
+    return floats, weights, enc.mixer_hidden + enc.num_classes  # the n-gram convolution (Conv) and the head (Gemm)
+
+
+def onnx_graph_bytes(enc: EncoderConfig, kind: str) -> int:
+    """The fitted graph term of ONNX_GRAPH for `enc`'s deploy form."""
+    form = deploy_form(enc)
+    if form == "ngram":
+        fixed, per_span = ONNX_GRAPH[form][kind]
+        return int(fixed + per_span * fold_width(enc) // enc.mixer_hidden)
+    fixed, per_block, per_call = ONNX_GRAPH[form][kind]
+    calls = enc.depth * enc.H_cycles * (enc.L_cycles + 1) if enc.recursive else 0
+    return int(fixed + per_block * enc.depth * enc.recursive + per_call * calls)
+
+
+def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int) -> dict[str, int]:
     """Predicted sizes of the exported fp32 ONNX file and of its per-channel static QDQ int8 form.
 
-    fp32: 4 bytes per live float + metadata + graph. int8 (onnxruntime quantize_static, per channel):
-    each Conv/MatMul/Gemm weight as int8 plus an fp32 scale and an int8 zero point per output channel;
-    the Conv and Gemm biases become int32 with a scale and an int32 zero point per channel; everything
-    else stays fp32; the Q/DQ nodes and their activation scales are in the graph term.
+    fp32: 4 bytes per live float (the glyph table of `glyphs` + 1 rows included) + metadata + graph. int8
+    (onnxruntime quantize_static, per channel): each Conv/MatMul/Gemm weight as int8 plus an fp32 scale and an
+    int8 zero point per output channel; the Conv and Gemm biases become int32 with a scale and an int32 zero
+    point per channel; everything else (the table: a Gather's data) stays fp32; Q/DQ nodes are in the graph term.
     """
     from ..deploy.onnxmodel import INPUT_DOC
 
-    live = {k: s for k, (s, *_) in model_tensors(enc).items() if not k.startswith(ONNX_DEAD)}
-    floats = sum(int(np.prod(s)) for s in live.values()) + enc.num_capsules * enc.dim + ONNX_SCALARS
-    weights = [s for k, s in live.items() if k.endswith(".weight") and len(s) >= 2]
+    floats, weights, int32_bias = _onnx_floats(enc, glyphs)
     w = sum(int(np.prod(s)) for s in weights)
     channels = sum(s[0] for s in weights)
-    int32_bias = enc.dim + enc.mixer_hidden + enc.num_classes  # the stem and mixer convolutions and the head (Gemm)
     meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
-    meta += _pb_bytes(len(("pixelpipe student; input " + INPUT_DOC).encode()))
-    calls = enc.depth * enc.H_cycles * (enc.L_cycles + 1)
-
-    def graph(kind: str) -> int:
-        fixed, per_block, per_call = ONNX_GRAPH[kind]
-        return int(fixed + per_block * enc.depth + per_call * calls)
-
-    return {"fp32": 4 * floats + meta + graph("fp32"),
-            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + meta + graph("int8"),
-            "floats": floats, "int8_weights": w, "metadata": meta}
+    meta += _pb_bytes(len(("pixelpipe student (folded); inputs " + INPUT_DOC).encode()))
+    return {"fp32": 4 * floats + meta + onnx_graph_bytes(enc, "fp32"),
+            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + meta + onnx_graph_bytes(enc, "int8"),
+            "floats": floats, "int8_weights": w, "metadata": meta, "table_rows": glyphs + 1,
+            "table_width": fold_width(enc)}
 
 
 # ---- the workflow's JSON, CSV and checkpoint files ---------------------------------------------
 def json_len(obj: Any) -> int:
-    """Bytes of `obj` as write_json writes it (indent 2, trailing newline)."""
-    return len(json.dumps(obj, indent=2) + "\n")
+    """Bytes of `obj` as write_json writes it (indent 2, trailing newline, ASCII escapes)."""
+    from ..core.io import json_text
+
+    return len(json_text(obj))
 
 
-def render_manifest_bytes(cfg: dict, labels: list[int], ids: list[str], n_shards: int, full: np.ndarray,
-                          atlas: dict[str, Any]) -> int:
+def render_manifest_bytes(cfg: dict, stats: Any, n_shards: int, atlas: dict[str, Any], dtype: np.dtype) -> int:
     """A split's cache manifest, as render.split_manifest builds it (checksums and throughput stand-ins)."""
     from ..data.render import RenderSettings, split_manifest
 
     files = [f"shard-{s:05d}.npy" for s in range(n_shards)]
     manifest = split_manifest(RenderSettings.from_section(cfg["render"]), cfg["render"]["shard_size"], files,
-                              ["0" * 64] * n_shards, labels, ids, full, atlas, images_per_s=12345.6)
+                              ["0" * 64] * n_shards, stats, atlas, dtype, rows_per_s=12345.6)
     return json_len(manifest)
 
 
-def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> dict[str, Any]:
+def _resolved(cfg: dict, role: str) -> dict[str, Any]:
+    """train.run's `resolved` block with values of typical length."""
+    train = dict(cfg[role]["train"])
+    return {"engine": dict(cfg["engine"]), "train": train, "precision": "fp32", "compile_mode": "none",
+            "batch_size": 64, "micro_batch": 64, "grad_accum_steps": 1, "oom_fallbacks": 0, "steps_per_epoch": 100,
+            "total_steps": 100, "resumed_from_step": None, "device": "cpu", "grad_scaler": False,
+            "ddp": {"processes": 1, "backend": None, "micro_batch_per_process": 64, "ranks_identical": True},
+            "hardware_profile": "cpu", "device_name": "cpu", "device_capability": None,
+            "batch_size_requested": train["batch_size"], "batch_size_search": None}
+
+
+def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
+                  train_stats: Any) -> dict[str, Any]:
     """A stand-in for results/{role}/config.json with the real structure (labels and floats of typical length)."""
     from ..data.render import RenderSettings
+    from ..train.run import text_length
 
     extra = {"teacher": {"test_accuracy": 0.123456789, "sha256": "0" * 64}} if role == "student" else {}
-    resolved = {"engine": {k: v for k, v in cfg["engine"].items()}, "train": dict(cfg[role]["train"]),
-                "micro_batch": 64, "grad_accum_steps": 1, "oom_fallbacks": 0, "steps_per_epoch": 100,
-                "total_steps": 100}
     metrics = {k: 0.123456789012345 for k in ("test_accuracy", "test_loss", "final_val_accuracy", "train_wall_s")}
-    return {"encoder": enc.to_dict(), "labels": ["xx"] * labels,
-            "render": RenderSettings.from_section(cfg["render"]).to_dict(), "atlas": atlas,
-            "text_length": {"min_chars": 15, "max_chars": 90}, **extra,
-            "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": resolved,
+    settings = RenderSettings.from_section(cfg["render"])
+    manifest = {**train_stats.to_dict(), "render": settings.to_dict()}
+    return {"encoder": enc.to_dict(), "labels": ["xx"] * labels, "render": settings.to_dict(), "atlas": atlas,
+            "text_length": text_length(cfg[role]["train"], manifest),
+            "trained_glyphs": [i for i, c in enumerate(train_stats.glyph_counts) if c > 0], **extra,
+            "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": _resolved(cfg, role),
             "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}, "weights_sha256": "0" * 64}
 
 
-def model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> int:
+def model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
+                       train_stats: Any) -> int:
     """results/{role}/config.json."""
-    return json_len(_model_config(cfg, role, enc, labels, atlas))
+    return json_len(_model_config(cfg, role, enc, labels, atlas, train_stats))
 
 
-def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, Any]) -> dict[str, str]:
-    """The metadata entries the exporter stores in the student's ONNX file."""
-    from ..deploy.onnxmodel import metadata_entries
+def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
+                  train_stats: Any) -> dict[str, str]:
+    """The metadata entries the exporter stores in the student's ONNX file: the config and the fold map (a float32
+    matrix [cell_height * cell_width, W] and an offset [W], base64: exact lengths from zero stand-ins)."""
+    from ..deploy.onnxmodel import encode_array, metadata_entries
 
-    return metadata_entries(_model_config(cfg, "student", enc, labels, atlas))
+    width = fold_width(enc)
+    fold = {"form": deploy_form(enc), "matrix": encode_array(np.zeros((enc.cell_height * enc.cell_width, width))),
+            "offset": encode_array(np.zeros(width))}
+    return metadata_entries(_model_config(cfg, "student", enc, labels, atlas, train_stats), fold)
 
 
 # Op types onnxruntime's profiler reports for the optimized fp32 / int8 student (fused kernels included),

@@ -3,6 +3,7 @@ peak GPU memory on CUDA and wall time where a throughput figure is known."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from .sizes import (
     model_config_bytes,
     npy_bytes,
     npz_bytes,
+    deploy_form,
     onnx_bytes,
     onnx_metadata,
     render_manifest_bytes,
@@ -76,57 +78,88 @@ def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
 
 
 def predict_corpus(inp: PlanInputs) -> StagePlan:
-    n_all = sum(inp.sizes.values())
-    return StagePlan("corpus", "all", HOST_BASELINE["corpus"] + HOST_RUNTIME["corpus"] + n_all * HOST_RUNTIME["corpus_row"],
-                     sum(inp.facts.corpus_bytes.values()), samples=n_all, detail={"disk": inp.facts.corpus_bytes})
+    """The corpus job streams. Its peak is the larger of two phases: drawing (the shipped sources loaded, the drawn
+    rows picked from them) and writing (the drawn rows, one chunk, held while Faker's chunks stream, two alive at a
+    time); a user file is one chunk. What grows with the corpus is one split code per row (and the permutation
+    that assigns them)."""
+    from .corpusfacts import FAKER_CHUNK_ROWS
+
+    facts, rt = inp.facts, HOST_RUNTIME
+    n_all = facts.frame_rows + facts.faker_rows
+    frame = facts.frame_rows * (rt["corpus_user_row"] if facts.user_file else rt["corpus_row"])
+    drawing = {"shipped sources loaded": facts.source_rows * rt["corpus_source_row"], "drawn rows": frame}
+    writing = {"drawn rows (one chunk)": frame, "Faker providers": rt["corpus_faker"] if facts.faker_rows else 0,
+               "Faker chunks (two alive)": min(facts.faker_rows, 2 * FAKER_CHUNK_ROWS) * rt["corpus_faker_row"]}
+    phase = drawing if sum(drawing.values()) >= sum(writing.values()) else writing
+    host = {"baseline": HOST_BASELINE["corpus"], "runtime": rt["corpus"], **phase,
+            "split codes (uint8) and their permutation (int64)": 9 * n_all}
+    return StagePlan("corpus", "all", int(sum(host.values())), sum(facts.corpus_bytes.values()), samples=n_all,
+                     detail={"host": host, "disk": facts.corpus_bytes, "exact": facts.exact,
+                             "rows": {"drawn": facts.frame_rows, "faker": facts.faker_rows}})
 
 
 def predict_baseline(inp: PlanInputs) -> StagePlan:
-    """The n-gram baseline: ids of every 1-3-gram of every text (int64), the bag's weights with their
-    gradient and Adam's two moments, one batch's bags."""
+    """The n-gram baseline: the three splits' parquet frames, ids of every 1-3-gram of every text (int64), the bag's
+    weights with their gradient and Adam's two moments."""
     bcfg = inp.cfg["baseline"]
-    ngrams = sum(3 * (inp.chars[split] + len(texts)) for split, (texts, _, _) in inp.facts.splits.items())
-    host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"], "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
+    texts = inp.facts.texts
+    rows = sum(t.rows for t in texts.values())
+    ngrams = sum(3 * (t.codepoints + t.rows) for t in texts.values())  # " text ": L + 2, L + 1 and L n-grams
+    host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"],
+            "frames (5 columns)": rows * HOST_RUNTIME["baseline_row"],
+            "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
             "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * inp.classes}
     return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
                      samples=inp.sizes["train"] * bcfg["epochs"], detail={"host": host})
 
 
 def predict_render(inp: PlanInputs) -> list[StagePlan]:
-    """One render job per split: its cache shards and manifest."""
+    """One render job per split: it streams its parquet shard by shard, so its memory is one shard's texts and
+    layout (flat in the corpus size); it writes the shards of glyph rows and a manifest."""
     stages = []
     for split in SPLITS:
-        n = inp.sizes[split]
+        n, tally = inp.sizes[split], inp.facts.texts[split]
         shard_files = inp.shard_file_bytes(split)
-        full, split_atlas = inp.layouts[split]
-        _, labels, ids = inp.facts.splits[split]
-        manifest = render_manifest_bytes(inp.cfg, labels, ids, len(shard_files), full, split_atlas)
-        disk = sum(shard_files) + manifest
+        manifest = render_manifest_bytes(inp.cfg, inp.stats[split], len(shard_files), inp.atlas, inp.row_dtype)
+        chunk = min(n, inp.shard_size)
+        chars = chunk * tally.codepoints / max(tally.rows, 1)
         host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
-                "code point table": 0x110000 * 4, "cell indices": n * inp.capacity * 4,
-                "texts (original + normalized)": 2 * n * HOST_RUNTIME["render_text"] + 2 * inp.chars[split] * 2,
-                "vectorized lookup": inp.chars[split] * HOST_RUNTIME["render_per_char"],
-                "shard images (one gather)": min(n, inp.shard_size) * inp.pixels}
-        stages.append(StagePlan("render", split, int(sum(host.values())), disk, samples=n,
+                "code point table": 0x110000 * 4,
+                "atlas (cells, stacked)": 2 * inp.glyphs * inp.teacher.cell_height * inp.teacher.cell_width,
+                "one shard: texts": chunk * HOST_RUNTIME["render_text"],
+                "one shard: layout, rows, counts": chunk * inp.capacity * HOST_RUNTIME["render_per_cell"],
+                "one shard: vectorized lookup": chars * HOST_RUNTIME["render_per_char"]}
+        stages.append(StagePlan("render", split, int(sum(host.values())), sum(shard_files) + manifest, samples=n,
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
     return stages
 
 
-def _train_host(inp: PlanInputs, mem_cpu: dict[str, Any], eval_batch: int, enc: EncoderConfig) -> dict[str, int]:
+def _train_host(inp: PlanInputs, mem_cpu: dict[str, Any], eval_batch: int, enc: EncoderConfig,
+                eval_tokens: float) -> dict[str, int]:
     """Host RAM of a training job by part; on CUDA the training state lives on the GPU and the host
     holds the loader and the maps."""
     engine = inp.cfg["engine"]
     host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["train"],
             "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
             "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
-            + mem_cpu["allocator_overhead"],
+            + mem_cpu["allocator_overhead"] + mem_cpu["input_buffers"],
             "loader workers (USS)": engine["num_workers"] * HOST_RUNTIME["loader_worker"]}
     if inp.cuda:
         host["weights+grads+optimizer"] = mem_cpu["weights"]
         host["activations"] = 0
-    host["eval forward"] = 0 if inp.cuda else max(0, predict_inference_memory(enc, eval_batch, device="cpu")
-                                                  - mem_cpu["weights"] - host["activations"])
+    forward = predict_inference_memory(enc, eval_batch, device="cpu", tokens=eval_tokens)
+    host["eval forward"] = 0 if inp.cuda else max(0, forward - mem_cpu["weights"] - host["activations"])
     return {k: int(v) for k, v in host.items()}
+
+
+def _train_tokens(inp: PlanInputs, enc: EncoderConfig, tcfg: dict, bs: int, eval_bs: int) -> dict[str, float]:
+    """Tokens per trimmed batch: training (after the random windows), evaluation, and the peak (the longest text)."""
+    train, val, test = (inp.lengths[s] for s in SPLITS)
+    window = (tcfg["window_prob"], tcfg["window_min_chars"])
+    return {"train_batch": train.batch_tokens(enc, bs, *window), "val_batch": val.batch_tokens(enc, eval_bs),
+            "test_batch": test.batch_tokens(enc, eval_bs), "peak": train.peak_tokens(enc),
+            "eval_peak": max(val.peak_tokens(enc), test.peak_tokens(enc)), "layout": float(enc.num_tokens),
+            "mean_clusters": train.mean}
 
 
 def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict,
@@ -136,21 +169,25 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
     tcfg = cfg[role]["train"]
     bs, steps = _train_steps(inp.sizes["train"], tcfg)
     micro = bs // engine["grad_accum_steps"]
+    tokens = _train_tokens(inp, enc, tcfg, micro, max(64, micro))
     extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())
-    mem_cpu = predict_train_memory(enc, micro, "fp32", engine["activation_checkpointing"],
-                                   engine["grad_free_cycles"], extra_params, device="cpu")
-    host = _train_host(inp, mem_cpu, max(64, micro), enc)
+    mem = functools.partial(predict_train_memory, enc, micro,
+                            activation_checkpointing=engine["activation_checkpointing"],
+                            grad_free_cycles=engine["grad_free_cycles"], extra_params=extra_params,
+                            tokens=tokens["peak"], images=bool(engine["augment"]))
+    mem_cpu = mem(precision="fp32", device="cpu")
+    host = _train_host(inp, mem_cpu, max(64, micro), enc, tokens["eval_peak"])
     # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
     # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
     page_cache = {"cache pages (mmap, all splits)": inp.cache_bytes, **extra_host}
     model_file = safetensors_bytes(model_tensors(enc))
-    cfg_json = model_config_bytes(cfg, role, enc, inp.classes, inp.atlas)
+    cfg_json = model_config_bytes(cfg, role, enc, inp.classes, inp.atlas, inp.stats["train"])
     csv = metrics_csv_bytes(tcfg["epochs"])
     ckpt = checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
-    flops = flops_per_sample(enc)
+    flops = {k: flops_per_sample(enc, tokens=tokens[f"{k}_batch"]) for k in ("train", "val", "test")}
     samples = steps * bs
-    evals = inp.sizes["val"] * math.ceil(tcfg["epochs"]) + inp.sizes["test"]
-    wall = train_wall_s(flops, samples, evals, inp.gflops)
+    wall = train_wall_s(flops["train"], samples, inp.sizes["val"] * math.ceil(tcfg["epochs"]) * flops["val"]
+                        + inp.sizes["test"] * flops["test"], inp.gflops)
     saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
     left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
     sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
@@ -158,10 +195,10 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
                    detail={"host": host, "page_cache (not in host)": page_cache,
                            "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
                                     "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
-                           "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "flops_per_sample": flops})
+                           "train_memory": mem_cpu, "steps": steps, "batch_size": bs, "tokens": tokens,
+                           "flops_per_sample": flops["train"]})
     if inp.cuda:
-        g = predict_train_memory(enc, micro, inp.precision, engine["activation_checkpointing"],
-                                 engine["grad_free_cycles"], extra_params, device="cuda")
+        g = mem(precision=inp.precision, device="cuda")
         sp.peak_gpu_allocated_bytes, sp.peak_gpu_reserved_bytes = g["allocated_peak"], g["reserved_peak"]
         sp.detail["train_memory"] = g
     return sp, ckpt
@@ -192,23 +229,25 @@ def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...],
 
 
 def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
-    """One encode job per cache shard of `split`."""
-    teacher, shard_size = inp.teacher, inp.shard_size
+    """One encode job per cache shard of `split`: batches of consecutive rows, each trimmed to its longest text."""
+    teacher, eb = inp.teacher, inp.cfg["encode"]["batch_size"]
     out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in _encoded_fields(inp, 1).values())
     teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
-    eb = inp.cfg["encode"]["batch_size"]
-    n = inp.sizes[split]
+    lengths = inp.lengths[split]
     stages = []
-    for s in range(shard_count(inp.planned[split], shard_size)):
-        m = min(shard_size, max(0, n - s * shard_size))
+    for s, m in enumerate(inp.shard_rows(split)):
+        batch = min(eb, max(m, 1))
         disk = npz_bytes(_encoded_fields(inp, m))
-        live = predict_inference_memory(teacher, min(eb, max(m, 1)), inp.precision, "cuda" if inp.cuda else "cpu")
+        live = predict_inference_memory(teacher, batch, inp.precision, "cuda" if inp.cuda else "cpu",
+                                        tokens=lengths.peak_tokens(teacher))
         host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["encode"],
                 "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
+                "glyph batches (int64, one read ahead)": 2 * batch * inp.capacity * 8 * 2,
                 "batch forward": 0 if inp.cuda else live - 4 * teacher_params}  # shard pages: page cache
-        wall = encode_wall_s(flops_per_sample(teacher), m, inp.gflops)
-        sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk, wall_s=wall, samples=m,
-                       detail={"host": host})
+        flops = flops_per_sample(teacher, tokens=lengths.batch_tokens(teacher, batch))
+        sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk,
+                       wall_s=encode_wall_s(flops, m, inp.gflops), samples=m,
+                       detail={"host": host, "flops_per_sample": flops})
         if inp.cuda:
             sp.peak_gpu_allocated_bytes = int(live)
             sp.peak_gpu_reserved_bytes = int(live * CUDA_RESERVED_OVERHEAD)
@@ -237,11 +276,12 @@ def predict_consolidate(inp: PlanInputs, split: str) -> StagePlan:
 # ---- the deploy stages ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StudentOnnx:
-    """The exported student's parameter count and predicted ONNX sizes, shared by the deploy stages."""
+    """The exported (folded) student's parameter count and predicted ONNX sizes, shared by the deploy stages."""
 
     enc: EncoderConfig
     params: int
     sizes: dict[str, int]
+    tokens: float  # tokens of the largest batch the deploy stages run (the test / val split's longest text)
 
     @property
     def fp32(self) -> int:
@@ -251,25 +291,56 @@ class StudentOnnx:
     def int8(self) -> int:
         return self.sizes["int8"]
 
+    @property
+    def table(self) -> int:
+        """Bytes of the folded glyph table (float32 [G + 1, W]): the torch module export builds holds one."""
+        return 4 * self.sizes["table_rows"] * self.sizes["table_width"]
+
     def forward(self, batch: int) -> int:
-        """Live temporaries of an inference forward (torch or onnxruntime)."""
-        return max(0, predict_inference_memory(self.enc, max(1, batch), device="cpu") - 4 * self.params)
+        """Live temporaries of the torch student's inference forward (glyph path) at the largest batch's tokens."""
+        return max(0, predict_inference_memory(self.enc, max(1, batch), device="cpu", tokens=self.tokens)
+                   - 4 * self.params)
+
+    def onnx_forward(self, batch: int) -> int:
+        """What the folded graph computes per batch: the gathered table rows [B, T + spans - 1, W] and, in the
+        `ngram` form, the summed pre-activations, GELU and the pooling's masked copies [B, T, H] (4 of them);
+        in the `stem` form the model after the stem (as the torch forward)."""
+        width, t = self.sizes["table_width"], self.tokens
+        if deploy_form(self.enc) == "ngram":
+            spans = width // self.enc.mixer_hidden
+            return int(batch * ((t + spans - 1) * width + 4 * t * self.enc.mixer_hidden) * 4)
+        return int(batch * t * width * 4) + self.forward(batch)
 
 
 def student_onnx(inp: PlanInputs) -> StudentOnnx:
     """The student's parameter count and ONNX sizes, computed once for the three deploy stages."""
     student = inp.student
     params = sum(int(np.prod(v[0])) for v in model_tensors(student).values())
-    return StudentOnnx(student, params, onnx_bytes(student, onnx_metadata(inp.cfg, student, inp.classes, inp.atlas)))
+    meta = onnx_metadata(inp.cfg, student, inp.classes, inp.atlas, inp.stats["train"])
+    tokens = max(inp.lengths[s].peak_tokens(student) for s in ("val", "test"))
+    return StudentOnnx(student, params, onnx_bytes(student, meta, inp.glyphs), tokens)
+
+
+def _rows_bytes(inp: PlanInputs, n: int) -> int:
+    """Cache rows (glyph ids, label, length) as np.load reads them."""
+    return n * inp.row_dtype.itemsize
+
+
+def _feeds_bytes(inp: PlanInputs, batch: int) -> int:
+    """One batch of the deployed model's inputs (int64 glyph ids + 1 and lengths) and its float logits."""
+    return batch * (inp.capacity * 8 * 2 + 8 + 4 * inp.classes)
 
 
 def predict_export_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
-    """ONNX fp32 export, with the parity check on the first val shard."""
+    """ONNX fp32 export of the folded student, with the parity check on the first val shard."""
     n_parity = min(inp.shard_size, inp.sizes["val"])
-    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["export_onnx"], "torch weights": 4 * onnx.params,
-            "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.fp32, "val shard": n_parity * inp.pixels,
-            "parity batch": onnx.forward(min(256, n_parity)) + min(256, n_parity) * inp.pixels * 4,
-            "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * onnx.forward(min(256, n_parity))}
+    batch = min(256, n_parity)
+    host = {"baseline": HOST_BASELINE["export"], "runtime": HOST_RUNTIME["export_onnx"],
+            "torch weights": 4 * onnx.params,
+            "folded module (glyph table)": onnx.table,
+            "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.fp32, "val shard rows": _rows_bytes(inp, n_parity),
+            "parity batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
+            "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     return StagePlan("export_onnx", "student", sum(host.values()), onnx.fp32, samples=n_parity,
                      detail={"host": host, "disk": {"student.onnx (estimate)": onnx.fp32}, "onnx": onnx.sizes})
@@ -281,8 +352,8 @@ def predict_quantize_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     batch = max(min(64, calib), min(256, inp.sizes["test"]))  # calibration batches of 64, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
             "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * onnx.fp32 + onnx.int8,
-            "largest batch forward": onnx.forward(batch) + batch * inp.pixels * 4,
-            "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * onnx.forward(batch)}
+            "largest batch": _feeds_bytes(inp, batch),
+            "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     return StagePlan("quantize_onnx", "student", sum(host.values()), onnx.int8, samples=calib,
                      detail={"host": host, "disk": {"student.int8.onnx (estimate)": onnx.int8}})
@@ -293,9 +364,10 @@ def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     n_test = inp.sizes["test"]
     batch = max(max(dcfg["batch_sizes"]), min(256, n_test))  # timing batches, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["deploy_benchmark"],
-            "models (torch, ONNX fp32, int8)": 4 * onnx.params + onnx.fp32 + onnx.int8, "test images": n_test * inp.pixels,
-            "largest batch forward": onnx.forward(batch) + batch * inp.pixels * 4,
-            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.forward(batch)}
+            "models (torch, ONNX fp32, int8)": 4 * onnx.params + onnx.fp32 + onnx.int8,
+            "test rows": _rows_bytes(inp, n_test),
+            "largest batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
+            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     reports = deploy_report_bytes(inp.cfg, inp.student, onnx.fp32, onnx.int8, n_test)
     return StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),

@@ -15,11 +15,12 @@ def sustained_gflops(report: dict, cuda: bool) -> float | None:
     return report.get("cpu_gflops")
 
 
-def train_wall_s(flops: float, samples: int, eval_samples: int, gflops: float | None) -> float | None:
-    """A training job: forward and backward (3x the forward FLOPs) per trained sample, a forward per evaluated one."""
+def train_wall_s(flops: float, samples: int, eval_flops: float, gflops: float | None) -> float | None:
+    """A training job: forward and backward (3x the forward FLOPs) per trained sample, plus `eval_flops` for the
+    evaluation forwards."""
     if not gflops:
         return None
-    return STAGE_STARTUP_S + (3 * flops * samples + flops * eval_samples) / (gflops * 1e9)
+    return STAGE_STARTUP_S + (3 * flops * samples + eval_flops) / (gflops * 1e9)
 
 
 def encode_wall_s(flops: float, samples: int, gflops: float | None) -> float | None:

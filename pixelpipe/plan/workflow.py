@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .inputs import PlanInputs, plan_inputs
-from .memory import BASELINE_BYTES_PER_NGRAM, CPU_INFER_FACTOR, HOST_BASELINE, HOST_RUNTIME, ORT_ARENA_FACTOR
+from .memory import (
+    BASELINE_BYTES_PER_NGRAM,
+    CPU_INFER_FACTOR,
+    CPU_TRAIN_TRANSIENT,
+    HOST_BASELINE,
+    HOST_RUNTIME,
+    ORT_ARENA_FACTOR,
+)
 from .stages import (
     StagePlan,
     StudentOnnx,
@@ -45,8 +52,9 @@ def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StageP
 def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     """Every stage's prediction plus the disk totals; `cfg` is a resolved config.
 
-    exact: generate (or read) the corpus as the corpus rule will, so split sizes, cache manifests and the
-    atlas are what the stages will write; otherwise estimate them (the disk preflight, before any job).
+    exact: read the corpus as the corpus rule will (the shipped or user rows whole, Faker's first rows, see
+    corpusfacts), so split sizes, cache manifests and the charset are what the stages will write; otherwise
+    sample every part of it (the disk preflight, before any job).
     """
     inp = plan_inputs(cfg, exact)
     stages = [predict_corpus(inp), predict_baseline(inp), *predict_render(inp)]
@@ -72,7 +80,11 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
             - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * student[1]
             - disk_totals["ONNX temporaries (quantize)"],
             "device": "cuda" if inp.cuda else "cpu", "precision": inp.precision,
+            "corpus": {"exact": inp.facts.exact, "rows": inp.sizes, "glyphs": inp.glyphs,
+                       "mean_clusters": {s: inp.lengths[s].mean for s in inp.lengths},
+                       "longest_clusters": {s: inp.lengths[s].longest for s in inp.lengths}},
             "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
-                            "cpu_infer_factor": CPU_INFER_FACTOR, "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
+                            "cpu_infer_factor": CPU_INFER_FACTOR, "cpu_train_transient": CPU_TRAIN_TRANSIENT,
+                            "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
                             "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
                             "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}

@@ -1,0 +1,178 @@
+"""What the corpus rule will write, without writing or holding the corpus: rows per split after bad rows, the
+classes, the run's charset, per split the text lengths and glyph counts (the cache manifests, the trimmed
+batches and the n-gram baseline depend on them), and the bytes of every file in results/corpus/.
+
+The corpus is read in the order build_corpus streams it, segment by segment: the rows drawn from the shipped
+sources (or the user's file: one chunk), then the Faker rows that fill what they lack. Up to FRAME_EXACT_ROWS
+drawn rows are read exactly as the corpus rule reads them (its bad-row check, split tables and parquet writer,
+to memory), so on the tiny and default configs every count and every byte is the rule's own. Beyond that (the
+real text at 10x and 100x, a large user file) a seeded random sample of FRAME_EXACT_ROWS rows is read and the
+rest extrapolated per split, while the charset is still found over every row (charset_clusters: cheap). Faker
+writes ~1,600 texts/s on the 2-core machine (1.5 M rows would take 16 minutes), so only the first
+FAKER_SAMPLE_ROWS Faker rows are generated, exactly the rows the corpus rule starts with. The disk preflight,
+which answers before any job, samples every segment (PREFLIGHT_SAMPLE_ROWS).
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data import sources as builtin
+from .corpusscan import CorpusScan, TextTally, charset_clusters, parquet_rate
+
+FRAME_EXACT_ROWS = 40_000  # the default corpus (38,000 real rows) is read whole
+FAKER_SAMPLE_ROWS = 2_000  # ~1.3 s of Faker; exact below it (the tiny config's 380 rows)
+PREFLIGHT_SAMPLE_ROWS = 2_000  # per segment, for the disk preflight
+# Rows per chunk of the Faker stream (sources.faker_rows' default): each chunk adds one row group per split file.
+FAKER_CHUNK_ROWS = inspect.signature(builtin.faker_rows).parameters["chunk"].default
+
+
+@dataclass
+class CorpusFacts:
+    """Per split: rows kept and their text statistics; the classes, the charset and results/corpus/'s bytes."""
+
+    texts: dict[str, TextTally]
+    num_classes: int
+    charset: list[str]
+    corpus_bytes: dict[str, int]
+    exact: bool  # every row was read (nothing extrapolated)
+    frame_rows: int = 0  # rows drawn from the shipped sources, or the user file's rows: one chunk, held whole
+    faker_rows: int = 0  # rows Faker generates (streamed in chunks)
+    source_rows: int = 0  # rows of the shipped sources the corpus rule loads to draw from
+    user_file: bool = False  # the drawn rows are a user's file (corpus.path)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {split: int(round(t.rows)) for split, t in self.texts.items()}
+
+
+def _read_exactly(scan: CorpusScan, rows: pd.DataFrame, ids: dict[str, int] | None) -> dict[str, int]:
+    """A whole segment, as the corpus rule reads it: bad rows dropped, tallied, written; the class ids."""
+    from ..data.corpus import class_ids
+
+    kept, tallies = scan.read(rows)
+    ids = ids or class_ids(kept["label"])  # a user file is one chunk: its labels are all here
+    scan.add(tallies)
+    scan.write(kept, ids)
+    scan.sources.update(kept["source"])
+    return ids
+
+
+def _read_sample(scan: CorpusScan, sample: pd.DataFrame, split_rows: dict[str, int], ids: dict[str, int] | None,
+                 row_groups: int) -> dict[str, int]:
+    """A segment read in part: the sample's statistics, pooled over its splits, spread over the segment's rows
+    per split (`split_rows`, before bad rows); each split file gets `row_groups` row groups of them."""
+    from ..data.corpus import class_ids
+
+    factor = sum(split_rows.values()) / max(1, len(sample))
+    before = collections.Counter(scan.bad)
+    kept, tallies = scan.read(sample)
+    for kind in scan.bad:
+        scan.bad[kind] = before[kind] + (scan.bad[kind] - before[kind]) * factor
+    ids = ids or class_ids(kept["label"])
+    keep = len(kept) / max(1, len(sample))
+    scan.spread(tallies, {s: n * keep for s, n in split_rows.items()})
+    per_row, per_group = parquet_rate(kept, ids) if len(kept) else (0.0, 0.0)
+    for split, n in split_rows.items():
+        scan.extra_bytes[split] += n * keep * per_row + (row_groups * per_group if n else 0)
+    for source, n in collections.Counter(kept["source"]).items():
+        scan.sources[source] += n * factor
+    scan.exact = False
+    return ids
+
+
+def builtin_rows(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int]]:
+    """(the real rows of the built-in corpus, in the corpus rule's order and with its ids; rows per language that
+    Faker adds): data.corpus.builtin_corpus's first chunk and fill, without generating a Faker row."""
+    builtin.check_sources(ccfg.sources)
+    quotas = builtin.language_quotas(ccfg.num_samples, builtin.LANGUAGES)
+    real, fill = builtin.sample_real(ccfg.sources, quotas, seed, faker=builtin.FAKER in ccfg.sources)
+    real = real.iloc[np.random.default_rng(seed).permutation(len(real))].reset_index(drop=True)
+    return real.assign(id=[f"row-{k + 1:07d}" for k in range(len(real))]), fill
+
+
+def _split_counts(splits: pd.Series | np.ndarray) -> dict[str, int]:
+    from ..data.corpus import SPLITS
+
+    counts = collections.Counter(splits)
+    return {s: int(counts.get(s, 0)) for s in SPLITS}
+
+
+def _read_frame(scan: CorpusScan, frame: pd.DataFrame, ids: dict[str, int] | None, sample: int,
+                seed: int) -> dict[str, int]:
+    """The drawn (or user) rows: whole up to `sample` rows, else a seeded random sample plus every row's clusters."""
+    if len(frame) <= sample:
+        return _read_exactly(scan, frame, ids)
+    pick = np.sort(np.random.default_rng([seed, 11]).choice(len(frame), sample, replace=False))
+    ids = _read_sample(scan, frame.iloc[pick], _split_counts(frame["split"]), ids, row_groups=1)
+    scan.found |= charset_clusters(frame["text"].tolist(), scan.fonts)
+    return ids
+
+
+def _read_faker(scan: CorpusScan, ccfg: Any, fill: dict[str, int], codes: np.ndarray, start: int,
+                ids: dict[str, int], sample: int, seed: int) -> None:
+    """The Faker rows: their first `sample` rows generated (the very rows the corpus rule starts with)."""
+    from ..data.corpus import SPLITS
+
+    total = sum(fill.values())
+    rows = next(builtin.faker_rows(fill, ccfg.min_chars, ccfg.max_chars, seed, chunk=min(sample, total)))
+    rows = rows.assign(id=[f"row-{start + k + 1:07d}" for k in range(len(rows))],
+                       split=np.asarray(SPLITS)[codes[: len(rows)]])
+    if len(rows) == total:
+        _read_exactly(scan, rows, ids)
+    else:
+        _read_sample(scan, rows, _split_counts(np.asarray(SPLITS)[codes]), ids,
+                     row_groups=math.ceil(total / FAKER_CHUNK_ROWS))
+
+
+def _rows_in_order(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int], dict[str, str] | None,
+                                                   dict[str, int] | None]:
+    """(the drawn or user rows with their split, Faker rows per language, locales, class ids if known yet)."""
+    from ..data.corpus import SPLITS, class_ids, corpus_chunks, split_codes
+
+    if ccfg.path is None:
+        frame, fill = builtin_rows(ccfg, seed)
+        locales = dict(zip(builtin.LANGUAGES, builtin.DEFAULT_LOCALES))
+        ids = class_ids(locales)
+    else:
+        chunks, _, locales, _ = corpus_chunks(ccfg, seed)
+        frame, fill, ids = next(chunks), {}, None
+    if "split" not in frame:
+        codes = split_codes(len(frame) + sum(fill.values()), ccfg.splits, seed)
+        frame = frame.assign(split=np.asarray(SPLITS)[codes[: len(frame)]])
+    return frame, fill, locales, ids
+
+
+def corpus_facts(cfg: dict, exact: bool = True) -> CorpusFacts:
+    """The corpus rule's output, read as it streams (see the module docstring); `exact` False: the preflight's
+    quick estimate (every segment sampled)."""
+    from ..core.io import json_text
+    from ..data.charset import CHARSET_FORMAT, build_charset
+    from ..data.corpus import CorpusSettings, labels_info, split_codes
+    from ..data.render import RenderSettings
+
+    ccfg, seed = CorpusSettings.from_section(cfg["corpus"]), cfg["seed"]
+    scan = CorpusScan(list(cfg["render"]["fonts"]), RenderSettings.from_section(cfg["render"]).cells)
+    frame, fill, locales, ids = _rows_in_order(ccfg, seed)
+    ids = _read_frame(scan, frame, ids, FRAME_EXACT_ROWS if exact else PREFLIGHT_SAMPLE_ROWS, seed)
+    if sum(fill.values()):
+        codes = split_codes(len(frame) + sum(fill.values()), ccfg.splits, seed)[len(frame):]
+        _read_faker(scan, ccfg, fill, codes, len(frame), ids, FAKER_SAMPLE_ROWS if exact else PREFLIGHT_SAMPLE_ROWS,
+                    seed)
+    charset = build_charset(scan.found, scan.fonts, ccfg.inventory)
+    sizes = {split: int(round(t.rows)) for split, t in scan.texts.items()}
+    info = labels_info(ids, locales, {k: int(round(v)) for k, v in scan.bad.items()}, sizes,
+                       {k: int(round(v)) for k, v in scan.sources.items()})
+    disk = {**scan.parquet_bytes(), "labels.json": len(json_text(info)),
+            "charset.json": len(json_text({"format": CHARSET_FORMAT, "clusters": charset}))}
+    loaded = sum(sum(builtin.catalog()[s]["counts"].values()) for s in ccfg.sources if s != builtin.FAKER) \
+        if ccfg.path is None else 0
+    return CorpusFacts(scan.texts, max(1, len(ids)), charset, disk, scan.exact, len(frame), sum(fill.values()),
+                       loaded, ccfg.path is not None)
