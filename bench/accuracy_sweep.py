@@ -27,8 +27,8 @@ from pixelpipe.data.consolidate import consolidate
 from pixelpipe.data.corpus import build_corpus, shard_count
 from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import flops_per_sample
-from pixelpipe.report.evaluation import EvaluateSettings, accuracy_table, heldout_sets, score
-from pixelpipe.report.scorers import TorchScorer
+from pixelpipe.deploy.evaluation import EvaluateSettings, accuracy_table, heldout_sets, score
+from pixelpipe.deploy.scorers import TorchScorer
 from pixelpipe.train.encode import encode_shard
 from pixelpipe.train.run import encoder_config, load_teacher, train_student, train_teacher
 

@@ -18,7 +18,7 @@ from pixelpipe.data.corpus import CorpusSettings
 from pixelpipe.data.render import RenderSettings
 from pixelpipe.deploy.quantize import QuantizeSettings
 from pixelpipe.model.encoder import EncoderConfig
-from pixelpipe.report.evaluation import EvaluateSettings
+from pixelpipe.deploy.evaluation import EvaluateSettings
 from pixelpipe.train.distill import DistillSettings
 from pixelpipe.train.engine import EngineSettings, TrainSettings
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from pixelpipe.report.evaluation import (
+from pixelpipe.deploy.evaluation import (
     BUCKETS, EvaluateSettings, accuracy_table, bucket_of, heldout_sets, perturbed, phrases, score,
 )  # fmt: skip
-from pixelpipe.report.evaluation_report import goals, render_markdown
+from pixelpipe.deploy.evaluation_report import goals, render_markdown
 
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 

@@ -218,7 +218,7 @@ def test_plan_lists_every_job(tiny_cfg):
             "train_student/student"} <= keys
     assert len([k for k in keys if k.startswith("encode/")]) == 5
     assert set(DEPLOY_STAGES) <= keys
-    assert plan["disk"]["deploy (ONNX fp32 + int8, reports)"] > 0
+    assert plan["disk"]["deploy (ONNX fp32 + int8, reports, evaluation)"] > 0
     assert plan["disk_peak_bytes"] == sum(plan["disk"].values())
     assert {s["key"]: s for s in plan["stages"]}["encode/val-00000"]["disk_written_bytes"] > 0
 

@@ -5,9 +5,9 @@ import torch
 
 from pixelpipe.core.io import read_json
 from pixelpipe.deploy.onnxmodel import verify_onnx
-from pixelpipe.report.evaluation import EvaluateSettings, heldout_sets, score
-from pixelpipe.report.evaluation_report import write_outputs
-from pixelpipe.report.scorers import BaselineScorer, OnnxScorer, TorchScorer, py3langid_scorer
+from pixelpipe.deploy.evaluation import EvaluateSettings, heldout_sets, score
+from pixelpipe.deploy.evaluation_report import write_outputs
+from pixelpipe.deploy.scorers import BaselineScorer, OnnxScorer, TorchScorer, py3langid_scorer
 from pixelpipe.scripts import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

@@ -248,8 +248,7 @@ def render_split(
         raise ValueError(f"{corpus_path} has more than {len(shard_paths)} shards of {shard_size} rows")
     files = [os.path.relpath(p, manifest_path.parent) for p in shard_paths]
     manifest = split_manifest(settings, shard_size, files, sha256s, stats, atlas.to_dict(), dtype,
-                              round(stats.rows / max(time.perf_counter() - t0, 1e-9), 1))
-    manifest["truncation_warning"] = truncation_warning
+                              round(stats.rows / max(time.perf_counter() - t0, 1e-9), 1), truncation_warning)
     if log is not None and stats.rows and manifest["truncated_share"] > truncation_warning:
         log(f"warning: {manifest['truncated']} of {stats.rows} texts ({100 * manifest['truncated_share']:.1f} %) have "
             f"more than {settings.cells} characters and were truncated; raise render.line_chars or render.lines")
@@ -277,11 +276,12 @@ def verify_shards(split_dir: str | os.PathLike, files: Sequence[str] | None = No
 
 
 def split_manifest(settings: RenderSettings, shard_size: int, files: Sequence[str], sha256s: Sequence[str],
-                   stats: SplitStats, atlas: dict[str, Any], dtype: np.dtype, rows_per_s: float) -> dict[str, Any]:
+                   stats: SplitStats, atlas: dict[str, Any], dtype: np.dtype, rows_per_s: float,
+                   truncation_warning: float = 0.25) -> dict[str, Any]:
     """The manifest of one rendered split: what render_split writes and what the planner sizes. Per-row data
     (glyph ids, labels, lengths) lives in the shards, so the manifest stays small at any corpus size."""
     counts = [min(shard_size, max(0, stats.rows - s * shard_size)) for s in range(len(files))]
     shards = [{"file": f, "count": c, "sha256": sha} for f, c, sha in zip(files, counts, sha256s)]
     return {"format": CACHE_FORMAT, "render": settings.to_dict(), "shard_size": shard_size,
             "glyph_dtype": dtype["glyphs"].base.name, **stats.to_dict(), "shards": shards,
-            "rows_per_s": rows_per_s, "atlas": atlas}
+            "rows_per_s": rows_per_s, "truncation_warning": truncation_warning, "atlas": atlas}

@@ -64,6 +64,9 @@ HOST_RUNTIME = {
     "quantize_onnx": 37_400_000,
     # onnxruntime, three forms' sessions and their profiled copies, thread pools
     "deploy_benchmark": 29_500_000,
+    # evaluate: pandas + pyarrow (the held-out sources), matplotlib (the plot), py3langid's model when installed,
+    # the fonts, the held-out sets and their perturbed copies (peak_host - baseline - analytic terms, tiny run)
+    "evaluate": 226_800_000,
 }
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
 # program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and

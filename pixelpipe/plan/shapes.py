@@ -6,6 +6,7 @@ Files (safetensors, checkpoints, ONNX) and memory (weights, gradients, optimizer
 from __future__ import annotations
 
 import functools
+import math
 
 from ..model.encoder import EncoderConfig
 
@@ -45,3 +46,8 @@ def param_shapes(cfg: EncoderConfig, trained_only: bool = False) -> list[tuple[i
     names = {id(p): n for n, p in model.named_parameters()}
     return [tuple(p.shape) for g in param_groups([model], 0.0) for p in g["params"]
             if not (trained_only and names[id(p)].startswith(UNTRAINED_PARAMS))]
+
+
+def parameter_count(cfg: EncoderConfig) -> int:
+    """Parameters of TRMVisionEncoder(cfg) (what a loaded model's weights hold)."""
+    return sum(int(math.prod(s)) for s in param_shapes(cfg))

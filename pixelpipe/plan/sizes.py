@@ -268,3 +268,35 @@ def checkpoint_bytes(enc: EncoderConfig, extra_tensors: dict[str, tuple], epochs
 
 
 run_fingerprint_placeholder = "0" * 16  # train.run.run_fingerprint: 16 hex digits
+
+
+EVALUATION_PNG_BYTES = 47_000  # the evaluation's two-panel bar plot (46,897 bytes measured on the tiny run)
+
+
+def evaluation_bytes(cfg: dict) -> dict[str, int]:
+    """evaluation.json and .md of a stand-in result with the real structure (one row per model, set, perturbation and
+    length bucket, ten error examples per model, the goals), and the plot."""
+    import importlib.util
+
+    from ..data import sources
+    from ..deploy.evaluation import BUCKETS, CLEAN, GOAL_LENGTHS
+    from ..deploy.evaluation_report import goals, render_markdown
+
+    models = ["teacher", "student", "onnx_fp32", "onnx_int8", "ngram"]
+    if importlib.util.find_spec("py3langid") is not None:
+        models.append("py3langid")
+    styles = {sources.catalog()[s]["style"] for s in cfg["evaluate"]["sources"] if s in sources.catalog()}
+    sets = (["prose", "phrases"] if "prose" in styles else []) + (["ui"] if "ui" in styles else [])
+    # a set spans most length buckets but rarely all four (prose has no text under 20 characters): six rows of
+    # the seven (buckets, goal lengths and "all") per model, set and perturbation (measured on the tiny run)
+    buckets = ([b[0] for b in BUCKETS + GOAL_LENGTHS] + ["all"])[1:]
+    rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200}
+            for s in sets for k in [CLEAN, *cfg["evaluate"]["perturbations"]] for b in buckets for m in models]
+    # ten misread texts per model and set, of held-out length (70 characters, a sixth of them non-ASCII: \\uXXXX)
+    example = {"set": "phrases", "text": "x" * 58 + "\u0436" * 12, "label": "xx"}
+    result = {"sources": cfg["evaluate"]["sources"], "sets": {s: 1234 for s in sets}, "rows": rows,
+              "examples": {m: [example] * 10 * len(sets) for m in models},
+              "missing": [] if "py3langid" in models else ["x" * 25]}
+    result["goals"] = goals(rows)
+    return {"evaluation.json (estimate)": json_len(result), "evaluation.md (estimate)": len(render_markdown(result).encode()),
+            "evaluation.png (estimate)": EVALUATION_PNG_BYTES}

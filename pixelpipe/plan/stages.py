@@ -28,6 +28,7 @@ from .sizes import (
     BASELINE_METRICS_BYTES,
     checkpoint_bytes,
     deploy_report_bytes,
+    evaluation_bytes,
     json_len,
     metrics_csv_bytes,
     model_config_bytes,
@@ -103,14 +104,15 @@ def predict_baseline(inp: PlanInputs) -> StagePlan:
     weights with their gradient and Adam's two moments."""
     bcfg = inp.cfg["baseline"]
     texts = inp.facts.texts
-    rows = sum(t.rows for t in texts.values())
-    ngrams = sum(3 * (t.codepoints + t.rows) for t in texts.values())  # " text ": L + 2, L + 1 and L n-grams
+    share = {s: min(1.0, bcfg["max_rows"] / t.rows) if t.rows else 1.0 for s, t in texts.items()}  # first max_rows
+    rows = sum(share[s] * t.rows for s, t in texts.items())
+    ngrams = sum(share[s] * 3 * (t.codepoints + t.rows) for s, t in texts.items())  # " text ": L + 2, L + 1, L n-grams
     host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"],
             "frames (5 columns)": rows * HOST_RUNTIME["baseline_row"],
             "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
             "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * inp.classes}
     return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
-                     samples=inp.sizes["train"] * bcfg["epochs"], detail={"host": host})
+                     samples=int(min(inp.sizes["train"], bcfg["max_rows"]) * bcfg["epochs"]), detail={"host": host})
 
 
 def predict_render(inp: PlanInputs) -> list[StagePlan]:
@@ -372,3 +374,20 @@ def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     reports = deploy_report_bytes(inp.cfg, inp.student, onnx.fp32, onnx.int8, n_test)
     return StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
                      detail={"host": host, "disk": reports})
+
+
+def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) -> StagePlan:
+    """The held-out evaluation: the two torch models, the two ONNX sessions and the n-gram baseline loaded at
+    once, the held-out sets (small, fixed by the shipped sources), one torch batch of the teacher; its files are
+    the evaluation JSON (one row per model, set, perturbation and length bucket), its Markdown and its plot."""
+    ecfg = inp.cfg["evaluate"]
+    batch = ecfg["batch_size"]
+    host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["evaluate"],
+            "torch models (teacher, student)": 4 * (teacher_params + onnx.params),
+            "ONNX sessions (fp32, int8)": onnx.fp32 + onnx.int8,
+            "n-gram baseline": 4 * inp.cfg["baseline"]["buckets"] * inp.classes,
+            "largest batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
+            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64)}
+    host = {k: int(v) for k, v in host.items()}
+    disk = evaluation_bytes(inp.cfg)
+    return StagePlan("evaluate", "heldout", sum(host.values()), sum(disk.values()), detail={"host": host, "disk": disk})

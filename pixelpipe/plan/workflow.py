@@ -13,6 +13,7 @@ from .memory import (
     HOST_RUNTIME,
     ORT_ARENA_FACTOR,
 )
+from .shapes import parameter_count
 from .stages import (
     StagePlan,
     StudentOnnx,
@@ -21,6 +22,7 @@ from .stages import (
     predict_corpus,
     predict_deploy_benchmark,
     predict_encode,
+    predict_evaluate,
     predict_export_onnx,
     predict_quantize_onnx,
     predict_render,
@@ -38,12 +40,12 @@ def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StageP
         "corpus": stages[0].disk_written_bytes,
         "cache": sum(s.disk_written_bytes for s in stages if s.rule == "render"),
         "teacher": teacher[0].disk_written_bytes + teacher[1],
-        "encoded shards (temp, at their peak)": encoded_peak,
+        "encoded shards (temp: one per split beside its dataset)": encoded_peak,
         "consolidated dataset": sum(s.disk_written_bytes for s in stages if s.rule == "consolidate"),
         # keep_last checkpoints, plus the new one written before rotation deletes the oldest
         "student checkpoints (peak)": (keep_last + 1) * student[1],
         "student": student[0].disk_written_bytes,
-        "deploy (ONNX fp32 + int8, reports)": sum(s.disk_written_bytes for s in stages[-3:]),
+        "deploy (ONNX fp32 + int8, reports, evaluation)": sum(s.disk_written_bytes for s in stages[-4:]),
         # quantize_onnx's temporaries: the pre-processed fp32 model and the int8 file before it is accepted
         "ONNX temporaries (quantize)": onnx.fp32 + onnx.int8,
     }
@@ -63,20 +65,22 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     encoded_peak = 0
     for split in cfg["encode"]["splits"]:  # encode (one job per shard), then consolidate (one per split)
         encode = predict_encode(inp, split)
-        encoded_peak += sum(s.disk_written_bytes for s in encode)
+        # consolidate deletes each shard once copied: a split's shards and its dataset never both exist whole, so
+        # beyond the dataset the split holds one shard at most
+        encoded_peak += max((s.disk_written_bytes for s in encode), default=0)
         stages += [*encode, predict_consolidate(inp, split)]
     student = predict_train_student(inp)
     onnx = student_onnx(inp)
     stages += [student[0], predict_export_onnx(inp, onnx), predict_quantize_onnx(inp, onnx),
-               predict_deploy_benchmark(inp, onnx)]
+               predict_deploy_benchmark(inp, onnx), predict_evaluate(inp, onnx, parameter_count(inp.teacher))]
     disk_totals = _disk_totals(inp, stages, teacher, encoded_peak, student, onnx)
-    # Encoded shards are deleted split by split as each consolidates; counting them all next to
-    # every dataset makes this an upper bound on the DAG's disk peak, whatever the job order.
+    # Every dataset with one encoded shard of each split beside it: an upper bound on the DAG's disk peak,
+    # whatever the job order (a split's shards are deleted as its dataset grows).
     disk_peak = sum(disk_totals.values())
     report = inp.report
     return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
             "disk": disk_totals, "disk_peak_bytes": disk_peak,
-            "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp, at their peak)"]
+            "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp: one per split beside its dataset)"]
             - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * student[1]
             - disk_totals["ONNX temporaries (quantize)"],
             "device": "cuda" if inp.cuda else "cpu", "precision": inp.precision,

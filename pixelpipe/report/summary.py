@@ -65,7 +65,7 @@ def heldout_lines(results_dir: str | Path) -> list[str]:
     path = Path(results_dir) / "eval" / "evaluation.json"
     if not path.exists():
         return []
-    from .evaluation import accuracy_table
+    from ..deploy.evaluation import accuracy_table
 
     result = read_json(path)
     table = accuracy_table(result["rows"], perturbation="clean", bucket="all")
