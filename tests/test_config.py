@@ -43,7 +43,7 @@ def test_profile_applies_through_the_repo_config():
     """config.yaml must not pin model sizes, or a GPU profile could never apply."""
     cfg = load_config("config.yaml", {"hardware": {"profile": "h100"}})
     assert cfg["teacher"]["model"]["dim"] == 768 and cfg["teacher"]["model"]["L_cycles"] == 3
-    assert cfg["render"]["lines"] == 4 and cfg["render"]["line_chars"] == 104 and cfg["corpus"]["max_chars"] == 400
+    assert cfg["render"]["lines"] == 4 and cfg["render"]["line_chars"] == 104 and cfg["corpus"]["num_samples"] == 200000
     cpu = load_config("config.yaml")
     assert cpu["teacher"]["model"]["dim"] < 768 and cpu["render"]["lines"] == 1 and cpu["render"]["line_chars"] == 96
 
