@@ -63,7 +63,7 @@ def config_for(rows: int, base_rows: int, steps: dict[str, int]) -> dict:
 
 def snakemake(workdir: Path, *targets: str) -> float:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(REPO / "config.yaml"), str(workdir / "scale.yaml"), "--cores", "4", *targets]
+           "--configfile", str(REPO / "config.yaml"), str(workdir / "scale.yaml"), "--cores", "2", *targets]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     if proc.returncode != 0:
@@ -72,19 +72,21 @@ def snakemake(workdir: Path, *targets: str) -> float:
 
 
 def stage_rows(workdir: Path, plan: dict) -> dict[str, dict]:
-    """Per stage, summed over its jobs: wall (the longest job), rows, peak host bytes (the largest job), disk
-    written, and the planner's predictions for the same jobs."""
+    """Per stage, summed over its jobs: wall (job-seconds: the work, whatever ran in parallel), rows, peak
+    host bytes (the largest job), disk written, and the planner's predictions for the same jobs."""
     out = {}
     for stage in STAGES:
         jobs = sorted((workdir / "results" / "metrics" / stage).glob("*.json"))
         ms = [json.loads(p.read_text()) for p in jobs]
-        preds = [plan["jobs"].get(f"{stage}/{p.stem}", {}) for p in jobs]
-        out[stage] = {"jobs": len(ms), "wall_s": max(m["wall_s"] for m in ms), "rows": sum(m.get("samples", 0) for m in ms),
+        planned = {s["key"]: s for s in plan["stages"]}
+        preds = [planned.get(f"{stage}/{p.stem}", {}) for p in jobs]
+        walls = [p.get("wall_s") for p in preds]
+        out[stage] = {"jobs": len(ms), "wall_s": sum(m["wall_s"] for m in ms), "rows": sum(m.get("samples", 0) for m in ms),
                       "peak_host_bytes": max(m["peak_host_bytes"] for m in ms),
                       "disk_bytes": sum(m.get("disk_written_bytes", 0) for m in ms),
-                      "predicted_host_bytes": max((p.get("host_bytes", 0) for p in preds), default=None),
-                      "predicted_disk_bytes": sum(p.get("disk_bytes", 0) for p in preds),
-                      "predicted_wall_s": max((p.get("wall_s") or 0 for p in preds), default=None)}
+                      "predicted_host_bytes": max((p.get("peak_host_bytes", 0) for p in preds), default=None),
+                      "predicted_disk_bytes": sum(p.get("disk_written_bytes", 0) for p in preds),
+                      "predicted_wall_s": sum(walls) if walls and None not in walls else None}
     return out
 
 
@@ -102,7 +104,7 @@ def run_scale(rows: int, base_rows: int, steps: dict[str, int], root: Path) -> d
     return {"rows": rows, "train_target_s": wall, "stages": stage_rows(workdir, plan),
             "disk_peak_bytes": sampler.peak, "disk_final_bytes": disk_bytes(workdir / "results"),
             "cache_bytes": disk_bytes(workdir / "results" / "cache"),
-            "planned_disk_peak_bytes": plan.get("disk", {}).get("peak_bytes")}
+            "planned_disk_peak_bytes": plan.get("disk_peak_bytes"), "planned_disk_final_bytes": plan.get("disk_final_bytes")}
 
 
 def exponents(a: dict, b: dict) -> dict[str, dict]:

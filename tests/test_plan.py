@@ -92,6 +92,31 @@ def test_batch_tokens_follow_the_longest_text_of_a_batch():
     assert stats.peak_tokens(cfg) == 96 + cfg.lead == cfg.num_tokens
 
 
+def test_sorted_and_grouped_batches_follow_the_engines_order():
+    """Evaluation/encode sort the split by length; training groups chunks of batches by length
+    (train.engine.epoch_order): the planner's tokens per text match both orders, simulated on the real code."""
+    from pixelpipe.plan.lengths import LengthStats
+    from pixelpipe.train.engine import epoch_order
+
+    cfg = encoder_config(line_chars=96)
+    rng = np.random.default_rng(1)
+    lengths = np.minimum(rng.geometric(1 / 30, 20_000), 200)
+    clipped = np.minimum(lengths, 96)
+    stats = LengthStats.from_histogram(np.bincount(lengths), cfg.cells)
+    for batch in (16, 256):
+        ordered = np.sort(clipped)
+        sim = np.mean([ordered[i:i + batch].max() * len(ordered[i:i + batch]) for i in range(0, len(ordered), batch)]) \
+            * -(-len(ordered) // batch) / len(ordered) + cfg.lead
+        assert abs(stats.sorted_batch_tokens(cfg, batch) - sim) / sim < 0.01, (batch, sim)
+    for group in (8, 32):
+        order = epoch_order(len(clipped), 0, 0, clipped, 64, group)
+        full = len(order) // 64 * 64
+        sim = clipped[order[:full]].reshape(-1, 64).max(1).mean() + cfg.lead
+        predicted = stats.grouped_batch_tokens(cfg, 64, group)
+        assert abs(predicted - sim) / sim < 0.03, (group, predicted, sim)
+        assert predicted < stats.batch_tokens(cfg, 64) * 0.8  # grouping is what cuts the padding
+
+
 def test_predict_train_memory_is_linear_in_batch():
     cfg = encoder_config(lines=4, line_chars=104, dim=768, depth=2, heads=12, mlp_ratio=4.0, H_cycles=2, L_cycles=3,
                          num_capsules=12)

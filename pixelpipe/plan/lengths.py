@@ -2,9 +2,10 @@
 
 The models mask past each text's end, so training, evaluation, encode and the deployed model cut a batch's glyph
 columns at its longest text (whole lines when the layout has several), and compute every row of the batch at
-that length. Compute and activations therefore follow the longest text of a batch, not the layout's capacity
-and not the mean: the expected longest of B texts drawn from the split's length histogram (training draws each
-text's random window first, see data.windows), and at the peak the split's longest text.
+that length. Compute and activations therefore follow the longest text of a batch, not the layout's capacity:
+in training, under engine.length_grouping, about the length quantiles of a sorted chunk of batches (without it,
+the expected longest of B texts drawn from the split's length histogram); in evaluation and encode, which sort
+the whole split (shard) by length, close to the mean; at the peak, the split's longest text.
 """
 
 from __future__ import annotations
@@ -69,6 +70,30 @@ class LengthStats:
         cdf_max = np.clip(self.window_cdf(window_prob, min_chars), 0.0, 1.0) ** max(1, batch)
         pmf = np.diff(np.concatenate([[0.0], cdf_max]))
         return float(sum(p * tokens_for(enc, x) for x, p in enumerate(pmf) if p > 0))
+
+    def grouped_batch_tokens(self, enc: EncoderConfig, batch: int, group: int, window_prob: float = 0.0,
+                             min_chars: int = 1) -> float:
+        """Expected tokens of a training batch under engine.length_grouping: a chunk of `group` batches is
+        sorted by length and cut, so the k-th batch's longest is about the k/group quantile, and the last
+        the longest of group x batch texts. 0 = plain shuffling (see train.engine.epoch_order)."""
+        if group < 2 or batch < 2 or not self.rows:
+            return self.batch_tokens(enc, batch, window_prob, min_chars)
+        cdf = np.clip(self.hist.cumsum() / self.rows, 0.0, 1.0)
+        quantiles = np.searchsorted(cdf, np.arange(1, group) / group - 1e-12)
+        top = self.batch_tokens(enc, group * batch)
+        return float((sum(tokens_for(enc, x) for x in quantiles) + top) / group)
+
+    def sorted_batch_tokens(self, enc: EncoderConfig, batch: int) -> float:
+        """Expected tokens per text when the whole split is sorted by length and cut into batches, as
+        evaluation and encode do: each batch is trimmed to its own longest text."""
+        n = int(round(self.rows))
+        if n < 1:
+            return tokens_for(enc, 1)
+        cum = self.hist.cumsum() * (n / self.rows)
+        ends = np.minimum(np.arange(1, -(-n // batch) + 1) * batch, n)  # 1-based rank of each batch's last text
+        longest = np.searchsorted(cum, ends - 0.5)
+        sizes = np.diff(np.concatenate([[0], ends]))
+        return float(sum(k * tokens_for(enc, x) for x, k in zip(longest, sizes)) / n)
 
     def peak_tokens(self, enc: EncoderConfig) -> float:
         """Tokens of the largest batch: one holding the split's longest text."""

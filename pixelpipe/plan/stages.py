@@ -158,8 +158,10 @@ def _train_tokens(inp: PlanInputs, enc: EncoderConfig, tcfg: dict, bs: int, eval
     """Tokens per trimmed batch: training (after the random windows), evaluation, and the peak (the longest text)."""
     train, val, test = (inp.lengths[s] for s in SPLITS)
     window = (tcfg["window_prob"], tcfg["window_min_chars"])
-    return {"train_batch": train.batch_tokens(enc, bs, *window), "val_batch": val.batch_tokens(enc, eval_bs),
-            "test_batch": test.batch_tokens(enc, eval_bs), "peak": train.peak_tokens(enc),
+    group = inp.cfg["engine"]["length_grouping"]
+    return {"train_batch": train.grouped_batch_tokens(enc, bs, group, *window),
+            "val_batch": val.sorted_batch_tokens(enc, eval_bs), "test_batch": test.sorted_batch_tokens(enc, eval_bs),
+            "peak": train.peak_tokens(enc),
             "eval_peak": max(val.peak_tokens(enc), test.peak_tokens(enc)), "layout": float(enc.num_tokens),
             "mean_clusters": train.mean}
 
@@ -189,7 +191,7 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
     flops = {k: flops_per_sample(enc, tokens=tokens[f"{k}_batch"]) for k in ("train", "val", "test")}
     samples = steps * bs
     wall = train_wall_s(flops["train"], samples, inp.sizes["val"] * math.ceil(tcfg["epochs"]) * flops["val"]
-                        + inp.sizes["test"] * flops["test"], inp.gflops)
+                        + inp.sizes["test"] * flops["test"], inp.gflops, enc.core, inp.cuda)
     saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
     left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
     sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
@@ -231,7 +233,8 @@ def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...],
 
 
 def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
-    """One encode job per cache shard of `split`: batches of consecutive rows, each trimmed to its longest text."""
+    """One encode job per cache shard of `split`: the shard sorted by length and cut into batches, each trimmed to
+    its longest text."""
     teacher, eb = inp.teacher, inp.cfg["encode"]["batch_size"]
     out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in _encoded_fields(inp, 1).values())
     teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
@@ -246,9 +249,9 @@ def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
                 "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
                 "glyph batches (int64, one read ahead)": 2 * batch * inp.capacity * 8 * 2,
                 "batch forward": 0 if inp.cuda else live - 4 * teacher_params}  # shard pages: page cache
-        flops = flops_per_sample(teacher, tokens=lengths.batch_tokens(teacher, batch))
+        flops = flops_per_sample(teacher, tokens=lengths.sorted_batch_tokens(teacher, batch))
         sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk,
-                       wall_s=encode_wall_s(flops, m, inp.gflops), samples=m,
+                       wall_s=encode_wall_s(flops, m, inp.gflops, teacher.core, inp.cuda), samples=m,
                        detail={"host": host, "flops_per_sample": flops})
         if inp.cuda:
             sp.peak_gpu_allocated_bytes = int(live)
