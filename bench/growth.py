@@ -9,6 +9,9 @@ disk of results/ is sampled through the run (its peak against what stays at the 
 exponent of time and disk in rows between consecutive scales (1 = linear); RSS against 1x (flat = bounded).
 
     python bench/growth.py --scales 17100 171000 1710000 --out docs/growth.json --workdir /tmp/growth
+
+`--replan REPORT` recomputes only the planner's side of an earlier report with the planner as it is now (the
+plan needs the config and the shipped sources, nothing measured), for a planner changed after the runs.
 """
 
 from __future__ import annotations
@@ -119,13 +122,36 @@ def exponents(a: dict, b: dict) -> dict[str, dict]:
     return out
 
 
+def replan(report: dict, root: Path) -> dict:
+    """The same measurements beside the current planner's predictions."""
+    from pixelpipe.config.resolve import load_config
+    from pixelpipe.plan.workflow import plan_workflow
+
+    for scale in report["scales"]:
+        workdir = root / f"rows-{scale['rows']}"
+        cfg = load_config(str(REPO / "config.yaml"), yaml.safe_load((workdir / "scale.yaml").read_text()))
+        plan = json.loads(json.dumps(plan_workflow(cfg), default=str))
+        (workdir / "results" / "plan.replanned.json").write_text(json.dumps(plan, indent=1) + "\n")
+        scale["stages"] = stage_rows(workdir, plan)
+        scale["planned_disk_peak_bytes"], scale["planned_disk_final_bytes"] = plan["disk_peak_bytes"], plan["disk_final_bytes"]
+    scales = report["scales"]
+    report["exponents"] = {f"{a['rows']}->{b['rows']}": exponents(a, b) for a, b in zip(scales, scales[1:])}
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scales", type=int, nargs="+", default=[17100, 171000, 1710000])
     ap.add_argument("--workdir", default="/tmp/growth")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--replan", default=None, help="an earlier report: re-predict its scales with today's planner")
     args = ap.parse_args()
     root = Path(args.workdir)
+    if args.replan:
+        report = replan(json.loads(Path(args.replan).read_text()), root)
+        Path(args.out or args.replan).write_text(json.dumps(report, indent=1) + "\n")
+        print(json.dumps(report["exponents"], indent=1))
+        return
     results = []
     steps: dict[str, int] = {}
     for rows in args.scales:

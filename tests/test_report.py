@@ -123,3 +123,15 @@ def test_tiny_workflow_writes_reports_with_every_stage(tiny_workdir):
     enc = next(s for s in tim["stages"] if s["rule"] == "encode")
     assert "write" in enc["components"]
     assert train["snakemake_benchmark"]["s"] > 0  # Snakemake's own benchmark TSV is read too
+
+
+def test_accuracy_summary_pools_the_heldout_sets(tmp_path):
+    """The end-of-run summary names the held-out accuracy pooled over every set (clean text, all lengths)."""
+    from pixelpipe.report.summary import accuracy_summary
+
+    rows = [{"model": m, "set": s, "perturbation": p, "bucket": "all", "n": n, "correct": c}
+            for m, per_set in {"student": {"prose": (10, 9), "ui": (30, 27)}, "ngram": {"prose": (10, 10), "ui": (30, 24)}}.items()
+            for s, (n, c) in per_set.items() for p in ("clean", "typos")]
+    write_json(tmp_path / "eval" / "evaluation.json", {"rows": rows, "sets": {"prose": 10, "ui": 30}})
+    text = accuracy_summary(tmp_path)
+    assert "held-out real text" in text and "student 90.00 %" in text and "ngram 85.00 %" in text

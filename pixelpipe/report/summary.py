@@ -53,6 +53,14 @@ def accuracy_summary(results_dir: str | Path) -> str:
         if r["train_s"] is not None:
             extra.append(f"trained in {r['train_s']:.0f} s")
         lines.append(f"  {r['model']:24s} test accuracy {r['test_accuracy']:.4f}" + (f"  ({', '.join(extra)})" if extra else ""))
+    heldout = Path(results_dir) / "eval" / "evaluation.json"
+    if heldout.exists():
+        from ..deploy.evaluation import accuracy_table
+
+        result = read_json(heldout)
+        clean = accuracy_table(result["rows"], perturbation="clean", bucket="all", set=list(result["sets"])).iloc[0]
+        lines.append("  held-out real text (results/eval/evaluation.md), all sets: "
+                     + ", ".join(f"{model} {value:.2f} %" for model, value in clean.items()))
     for split, t in truncation(results_dir).items():
         if t["share"] > t["warn"]:
             lines.append(f"  warning: {t['truncated']} of {t['texts']} {split} texts ({100 * t['share']:.1f} %) were "
