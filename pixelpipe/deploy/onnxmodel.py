@@ -26,6 +26,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..core.order import longest_first
+
 FORMAT = "pixelpipe.onnx/2"
 META_FORMAT = "pixelpipe.format"
 META_CONFIG = "pixelpipe.config"
@@ -171,7 +173,7 @@ def split_batches(split_dir: str | os.PathLike, batch_size: int = 256) -> Iterat
 
     render = io.read_json(Path(split_dir) / "manifest.json")["render"]
     for rows in iter_cache_split(split_dir):
-        order = np.argsort(np.asarray(rows["length"]), kind="stable")
+        order = longest_first(rows["length"])
         for i in range(0, len(order), batch_size):
             block = rows[np.sort(order[i : i + batch_size])]
             yield deployed_batch(block["glyphs"], block["length"], render["lines"], render["line_chars"]), \

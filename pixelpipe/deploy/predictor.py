@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..core.order import longest_first
 from . import onnxmodel
 from .foldmap import FoldMap, span_major
 
@@ -160,7 +161,7 @@ class Predictor:
     def logits(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Logits [N, classes] of atlas glyph ids, sorted by length into trimmed batches (original order back)."""
         out = np.empty((len(ids), len(self.labels)), np.float32)
-        order = np.argsort(lengths, kind="stable")
+        order = longest_first(lengths)
         s = self.settings
         for i in range(0, len(order), self.batch_size):
             idx = order[i : i + self.batch_size]

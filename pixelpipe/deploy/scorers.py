@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.order import longest_first
 from ..data.atlas import GlyphAtlas
 from ..data.render import Renderer, RenderSettings
 from ..model.checkpoint import load_model
@@ -39,7 +40,7 @@ class TorchScorer:
             self.model.set_atlas(torch.from_numpy(self.atlas.cells.copy()))
         s = self.settings
         lengths = np.minimum(full, s.cells)
-        order = np.argsort(lengths, kind="stable")
+        order = longest_first(lengths)
         preds = np.empty(len(texts), np.int64)
         for i in range(0, len(order), self.batch_size):
             idx = order[i : i + self.batch_size]

@@ -85,10 +85,11 @@ ONNX_MODEL_COPIES = {"export_onnx": 2.45, "quantize_onnx": 4.25}
 CPU_TRAIN_TRANSIENT = {"recursive": 3.05, "none": 4.14}
 # Inference keeps no saved tensors, only the live temporaries of about one core call (the mixer's n-gram
 # features stay alive until the head pools them) and what glibc keeps of them: CPU_INFER_FACTOR times what one
-# core call and the layers around it would save for backward. recursive: fitted on the default run's six encode
-# jobs (batch 256, 97 tokens; residuals -10 % to +10 % of the job); none: one inference forward of the default
-# student in isolation (batch 256, 97 tokens, 124 MiB).
-CPU_INFER_FACTOR = {"recursive": 0.94, "none": 1.35}
+# core call and the layers around it would save for backward. recursive: fitted on the default teacher encoding
+# two 16,384-row shards of the default run in isolation, longest batch first (core.order.longest_first: 0.73 and
+# 0.83; shortest first, glibc kept 2-3x more, 0.8-2.6 from job to job); none: one inference forward of the
+# default student in isolation (batch 256, 97 tokens, 124 MiB).
+CPU_INFER_FACTOR = {"recursive": 0.8, "none": 1.35}
 # onnxruntime's arena keeps the peak of every session's activations (and batches trimmed to different lengths
 # fragment it); per deploy stage, the arenas' bytes as multiples of one forward of the folded graph at the
 # largest batch (StudentOnnx.onnx_forward: the gathered table rows and the n-gram features), solved with the

@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.io import atomic_path
+from ..core.order import longest_first
 from ..core.timing import ComponentTimer
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits
 from ..data.windows import trim
@@ -49,7 +50,7 @@ def _read_batches(rows: np.ndarray, batch_size: int, pin: bool, line_chars: int,
                   lines: int) -> Iterator[tuple[np.ndarray, Batch]]:
     """(row positions, batch) in order of length: each batch holds texts of similar length, trimmed to its
     longest (no compute on padding), as (pinned) tensors read one batch ahead on a thread."""
-    order = np.argsort(np.asarray(rows["length"]), kind="stable")
+    order = longest_first(rows["length"])
 
     def load(start: int) -> Batch:
         block = rows[np.sort(order[start : start + batch_size])]  # sorted positions: sequential reads of the map

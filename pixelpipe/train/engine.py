@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from ..config.settings import Section
 from ..core import distributed
 from ..core.distributed import Dist
+from ..core.order import longest_first
 from ..core.hardware import DeviceInfo, resolve_precision
 from ..core.timing import ComponentTimer
 from ..data.augment import augment_batch, images_from_glyphs
@@ -370,7 +371,7 @@ def by_length(dataset: Dataset) -> np.ndarray:
     """Row order for scoring: by length when the dataset knows its lengths (batches trimmed, no compute on
     padding; accuracy does not depend on the order), else as stored."""
     lengths = dataset.lengths() if hasattr(dataset, "lengths") else None
-    return np.argsort(lengths, kind="stable") if lengths is not None else np.arange(len(dataset))
+    return longest_first(lengths) if lengths is not None else np.arange(len(dataset))
 
 
 @torch.inference_mode()
