@@ -6,7 +6,7 @@ them. Both caches are built here from the same corpus split; the same teacher-si
 `--steps` steps from each, alternating blocks of steps between them so a busy machine slows both alike.
 Reported: samples/s of each, their ratio, bytes on disk and bytes read per epoch.
 
-    python bench/cache_throughput.py --config config.yaml --out docs/cache_throughput.json
+    python bench/cache_throughput.py --config config.yaml --out docs/sweeps/cache_throughput.json
 """
 
 from __future__ import annotations

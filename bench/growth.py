@@ -8,7 +8,7 @@ every row. Per stage: wall time, rows/s, peak host RAM, disk written, beside the
 disk of results/ is sampled through the run (its peak against what stays at the end); the growth
 exponent of time and disk in rows between consecutive scales (1 = linear); RSS against 1x (flat = bounded).
 
-    python bench/growth.py --scales 17100 171000 1710000 --out docs/growth.json --workdir /tmp/growth
+    python bench/growth.py --scales 17100 171000 1710000 --out docs/sweeps/growth.json --workdir /tmp/growth
 
 `--replan REPORT` recomputes only the planner's side of an earlier report with the planner as it is now (the
 plan needs the config and the shipped sources, nothing measured), for a planner changed after the runs.

@@ -13,7 +13,7 @@ everywhere. Measured in one run, alternating the two tools `--repeats` times (me
 
 py3langid is an optional benchmark dependency (`pip install py3langid==0.4.0`).
 
-    python bench/predict_speed.py --model results/models/student.onnx --out docs/predict_speed.json
+    python bench/predict_speed.py --model results/models/student.onnx --out docs/sweeps/predict_speed.json
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{report['warmup']} warm-up runs, {report['repeats']} timed repeats per form and batch, interleaved "
         "in blocks of up to 5, round-robin across forms; latency is the median, spread the 25th-75th percentile.",
         "",
-        "| form | batch | median ms | p25-p75 ms | images/s | size | test accuracy |",
+        "| form | batch | median ms | p25-p75 ms | texts/s | size | test accuracy |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for form in FORMS:
@@ -245,10 +245,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"| kernel total (profiled) | {prof['onnx_fp32']['kernel_ms_per_run']:.2f} ms | kernel total (profiled) | "
                      f"{prof['onnx_int8']['kernel_ms_per_run']:.2f} ms |")
     enc = report["encoder"]
+    core = (f"recursive core (depth {enc['depth']}, H_cycles {enc['H_cycles']}, L_cycles {enc['L_cycles']})"
+            if enc.get("core", "recursive") == "recursive" else "no recursive core")
     lines += ["", f"Student: {enc['lines']} x {enc['line_chars']} cells of {enc['cell_height']}x{enc['cell_width']} "
-              f"(x{enc['channels']} channels), {enc['stem']} stem, mixer kernel {enc['mixer_kernel']}, dim {enc['dim']}, depth {enc['depth']}, H_cycles {enc['H_cycles']}, L_cycles {enc['L_cycles']}, "
+              f"(x{enc['channels']} channels), {enc['stem']} stem, mixer kernel {enc['mixer_kernel']}, dim {enc['dim']}, {core}, "
               f"K {enc['num_capsules']}, {enc['num_classes']} classes; accuracy on {report['accuracy']['onnx_int8']['samples']} "
-              "test images.", ""]
+              "test texts.", ""]
     return "\n".join(lines)
 
 

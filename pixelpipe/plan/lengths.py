@@ -93,7 +93,8 @@ class LengthStats:
         ends = np.minimum(np.arange(1, -(-n // batch) + 1) * batch, n)  # 1-based rank of each batch's last text
         longest = np.searchsorted(cum, ends - 0.5)
         sizes = np.diff(np.concatenate([[0], ends]))
-        return float(sum(k * tokens_for(enc, x) for x, k in zip(longest, sizes)) / n)
+        texts_at = np.bincount(longest, weights=sizes)  # texts per batch-longest length (at most cells + 1 values)
+        return float(sum(k * tokens_for(enc, x) for x, k in enumerate(texts_at) if k) / n)
 
     def peak_tokens(self, enc: EncoderConfig) -> float:
         """Tokens of the largest batch: one holding the split's longest text."""

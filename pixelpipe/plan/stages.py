@@ -239,6 +239,7 @@ def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
     out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in _encoded_fields(inp, 1).values())
     teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
     lengths = inp.lengths[split]
+    tokens_at: dict[int, float] = {}
     stages = []
     for s, m in enumerate(inp.shard_rows(split)):
         batch = min(eb, max(m, 1))
@@ -249,7 +250,9 @@ def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
                 "teacher weights": 4 * teacher_params, "output buffers": m * out_per_sample,
                 "glyph batches (int64, one read ahead)": 2 * batch * inp.capacity * 8 * 2,
                 "batch forward": 0 if inp.cuda else live - 4 * teacher_params}  # shard pages: page cache
-        flops = flops_per_sample(teacher, tokens=lengths.sorted_batch_tokens(teacher, batch))
+        if batch not in tokens_at:  # one value per batch size, not per shard: the split is sorted as a whole
+            tokens_at[batch] = lengths.sorted_batch_tokens(teacher, batch)
+        flops = flops_per_sample(teacher, tokens=tokens_at[batch])
         sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk,
                        wall_s=encode_wall_s(flops, m, inp.gflops, teacher.core, inp.cuda), samples=m,
                        detail={"host": host, "flops_per_sample": flops})
