@@ -164,7 +164,9 @@ def iter_chunks(path: Path, columns: Sequence[str], size: int) -> Iterator[dict[
     import pyarrow.parquet as pq
 
     buf: dict[str, list] = {c: [] for c in columns}
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=size, columns=list(columns)):
+    # pre_buffer=False: pre-buffered reads keep every row group read so far until the file is closed (the
+    # render job's peak grew with the split: 101 MB at 17,100 rows, 248 MB at 1.71 M)
+    for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=size, columns=list(columns)):
         for c in columns:
             buf[c].extend(batch.column(c).to_pylist())
         while len(buf[columns[0]]) >= size:

@@ -74,7 +74,7 @@ def first_rows(path: str | Path, limit: int) -> "pd.DataFrame":
     import pyarrow.parquet as pq
 
     frames, n = [], 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["text", "label"]):
+    for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=65536, columns=["text", "label"]):
         frames.append(batch.to_pandas().iloc[: limit - n])
         n += len(frames[-1])
         if n >= limit:
