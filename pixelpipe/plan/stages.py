@@ -41,7 +41,7 @@ from .sizes import (
     run_fingerprint_placeholder,
     safetensors_bytes,
 )
-from .walltime import encode_wall_s, train_wall_s
+from .walltime import consolidate_wall_s, corpus_wall_s, encode_wall_s, render_wall_s, train_wall_s
 
 
 @dataclass
@@ -95,6 +95,7 @@ def predict_corpus(inp: PlanInputs) -> StagePlan:
     host = {"baseline": HOST_BASELINE["corpus"], "runtime": rt["corpus"], **phase,
             "split codes (uint8) and their permutation (int64)": 9 * n_all}
     return StagePlan("corpus", "all", int(sum(host.values())), sum(facts.corpus_bytes.values()), samples=n_all,
+                     wall_s=None if facts.user_file else corpus_wall_s(facts.frame_rows, facts.faker_rows),
                      detail={"host": host, "disk": facts.corpus_bytes, "exact": facts.exact,
                              "rows": {"drawn": facts.frame_rows, "faker": facts.faker_rows}})
 
@@ -132,6 +133,7 @@ def predict_render(inp: PlanInputs) -> list[StagePlan]:
                 "one shard: layout, rows, counts": chunk * inp.capacity * HOST_RUNTIME["render_per_cell"],
                 "one shard: vectorized lookup": chars * HOST_RUNTIME["render_per_char"]}
         stages.append(StagePlan("render", split, int(sum(host.values())), sum(shard_files) + manifest, samples=n,
+                                wall_s=render_wall_s(n),
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
     return stages
 
@@ -278,6 +280,7 @@ def predict_consolidate(inp: PlanInputs, split: str) -> StagePlan:
     host = {"baseline": HOST_BASELINE["consolidate"], "runtime": HOST_RUNTIME["consolidate"],
             "one field of one shard": min(n, shard_size) * biggest_field}  # written memmap pages: page cache
     return StagePlan("consolidate", split, int(sum(host.values())), arrays + manifest, samples=n,
+                     wall_s=consolidate_wall_s(arrays),
                      detail={"host": host, "disk": {"arrays": arrays, "manifest (estimate)": manifest}})
 
 
