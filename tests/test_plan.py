@@ -304,8 +304,8 @@ def test_predictions_within_tolerance_on_tiny(tiny_workdir):
     workdir = tiny_workdir
     plan = {s["key"]: s for s in read_json(workdir / "results" / "plan.json")["stages"]}
     metrics = sorted((workdir / "results" / "metrics").glob("*/*.json"))
-    # corpus, baseline, 3 render, teacher, 5 encode, 3 consolidate, student, export, quantize, deploy
-    assert len(metrics) == 18 and set(plan) == {f"{p.parent.name}/{p.stem}" for p in metrics}
+    # corpus, baseline, 3 render, teacher, 5 encode, 3 consolidate, student, export, quantize, deploy, evaluate
+    assert len(metrics) == 19 and set(plan) == {f"{p.parent.name}/{p.stem}" for p in metrics}
     failures = []
     for path in metrics:
         m = read_json(path)

@@ -107,8 +107,8 @@ def test_tiny_workflow_writes_reports_with_every_stage(tiny_workdir):
     for f in REPORT_FILES:
         assert (out / f).stat().st_size > 0, f
     jobs = {f"{p.parent.name}/{p.stem}" for p in (workdir / "results" / "metrics").glob("*/*.json")}
-    assert len(jobs) == 18  # 14 pipeline jobs + baseline + export_onnx, quantize_onnx, deploy_benchmark
-    assert {"export_onnx/student", "quantize_onnx/student", "deploy_benchmark/student"} <= jobs
+    assert len(jobs) == 19  # 14 pipeline jobs + baseline + export_onnx, quantize_onnx, deploy_benchmark, evaluate
+    assert {"export_onnx/student", "quantize_onnx/student", "deploy_benchmark/student", "evaluate/heldout"} <= jobs
     mem, tim = read_json(out / "memory.json"), read_json(out / "time.json")
     assert {s["key"] for s in mem["stages"]} == jobs == {s["key"] for s in tim["stages"]}
     md = (out / "memory.md").read_text() + (out / "time.md").read_text()

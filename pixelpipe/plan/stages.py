@@ -112,7 +112,9 @@ def predict_baseline(inp: PlanInputs) -> StagePlan:
             "frames (5 columns)": rows * HOST_RUNTIME["baseline_row"],
             "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
             "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * inp.classes}
-    return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES,
+    model = safetensors_bytes({"bag.weight": ((bcfg["buckets"], inp.classes), "float32", 4),
+                               "bias": ((inp.classes,), "float32", 4)})  # what evaluate scores
+    return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES + model,
                      samples=int(min(inp.sizes["train"], bcfg["max_rows"]) * bcfg["epochs"]), detail={"host": host})
 
 
