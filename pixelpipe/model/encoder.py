@@ -267,6 +267,10 @@ class CharStem(nn.Module):
         self.proj = nn.Conv2d(cfg.channels, cfg.dim, kernel_size=cfg.stem_kernel,
                               stride=(cfg.cell_height, cfg.cell_width))
 
+    def forward(self, inputs: torch.Tensor, cells: torch.Tensor | None = None) -> torch.Tensor:
+        """Tokens from images, or from glyph ids and the atlas `cells` (a module call, so hooks see the stem)."""
+        return self.tokens_from_images(inputs) if cells is None else self.tokens_from_glyphs(inputs, cells)
+
     def tokens_from_images(self, images: torch.Tensor) -> torch.Tensor:
         """[B, C, lines * cell_height, n * cell_width] float -> tokens [B, lines * (lead + n), D] (bias included)."""
         if self.pad or self.cfg.lead:
@@ -342,7 +346,7 @@ class TRMVisionEncoder(nn.Module):
         cfg = self.cfg
         if inputs.is_floating_point() or inputs.dtype == torch.uint8:
             images = inputs.float().div(255.0) if inputs.dtype == torch.uint8 else inputs
-            x = self.stem.tokens_from_images(images)
+            x = self.stem(images)
             lines, width = images.shape[2] // cfg.cell_height, images.shape[3] // cfg.cell_width
             if lengths is None:
                 lengths = ink_lengths(images, cfg.cell_height, cfg.cell_width)
@@ -350,7 +354,7 @@ class TRMVisionEncoder(nn.Module):
             if lengths is None:
                 raise ValueError("glyph ids need their lengths")
             cells = torch.arange(inputs.shape[1], device=inputs.device)[None, :] < lengths.to(inputs.device)[:, None]
-            x = self.stem.tokens_from_glyphs(inputs.long() * cells, self.atlas)  # blank past the end, as rendered
+            x = self.stem(inputs.long() * cells, self.atlas)  # blank past the end, as rendered
             width = self.stem.line_width(inputs.shape[1])
             lines = inputs.shape[1] // width
         return self.place(x, self.stem.mask(lengths.to(x.device), lines, width))

@@ -397,7 +397,10 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
             "torch models (teacher, student)": 4 * (teacher_params + onnx.params),
             "ONNX sessions (fp32, int8)": onnx.fp32 + onnx.int8,
             "n-gram baseline": 4 * inp.cfg["baseline"]["buckets"] * inp.classes,
-            "largest batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
+            # the teacher's forward on the longest batch (scored first, core.order.longest_first)
+            "largest batch (teacher forward)": predict_inference_memory(
+                inp.teacher, batch, "fp32", "cpu", tokens=max(inp.lengths[x].peak_tokens(inp.teacher) for x in ("val", "test")))
+            - 4 * teacher_params + _feeds_bytes(inp, batch),
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64)}
     host = {k: int(v) for k, v in host.items()}
     disk = evaluation_bytes(inp.cfg)
