@@ -24,9 +24,11 @@ from pixelpipe.predict import run
 from tests import _deploy_utils as du
 from tests.workflow_utils import REPO
 
-# The slow real-student test's bars: on glyph ids it measured 98.9 % on the 380 held-out texts and 94.7 % on the 95
-# phrases (2-core CPU, torch 2.13, 50 s); the bars leave room for another CPU's float rounding, not for a worse model.
-BAR_HELD, BAR_PHRASES = 0.97, 0.92
+# The slow real-student test's bars, for the deployment student (core none, 128 ReLU n-gram features, 43 k
+# parameters): 98.2 % on the 380 held-out texts and 90.5 % on the 95 phrases (2-core CPU, torch 2.13; the
+# recursive student it replaced: 98.9 / 94.7 %, at 8x the FLOPs). The bars leave room for another CPU's float
+# rounding (a phrase is 1.05 points), not for a worse model.
+BAR_HELD, BAR_PHRASES = 0.96, 0.88
 
 TEXTS = ["Guten Tag, wie geht es Ihnen heute?", "Привет, как дела у тебя?", "Καλημέρα σε όλους", "שלום עולם",
          "مرحبا بالعالم", "Xin chào thế giới"]

@@ -38,7 +38,7 @@ def test_corpus_artifacts(workdir):
     total = 0
     for split in ("train", "val", "test"):
         df = pd.read_parquet(workdir / f"results/corpus/{split}.parquet")
-        assert list(df.columns) == ["id", "text", "label"]
+        assert list(df.columns) == ["id", "text", "label", "source", "origin"]  # provenance per row
         assert df["label"].between(0, 18).all()
         total += len(df)
     assert total == 380
@@ -50,12 +50,12 @@ def test_cache_shards_and_manifest(workdir):
     assert [s.name for s in shards] == ["shard-00000.npy", "shard-00001.npy", "shard-00002.npy"]  # 304 rows / 128
     assert sum(s["count"] for s in manifest["shards"]) == manifest["count"] == 304
     # texts of 20-40 characters on a 32-cell line: the longer ones are truncated, and counted
-    lengths = [n for s in manifest["shards"] for n in s["lengths"]]
-    assert max(lengths) == 32 and 0 < manifest["truncated"] <= sum(n == 32 for n in lengths)
+    rows = [np.load(path, mmap_mode="r") for path in shards]
+    lengths = np.concatenate([r["length"] for r in rows])
+    assert lengths.max() == 32 and 0 < manifest["truncated"] <= int((lengths == 32).sum())
     assert manifest["longest_clusters"] > 32
-    for info, path in zip(manifest["shards"], shards):
-        arr = np.load(path, mmap_mode="r")
-        assert arr.dtype == np.uint8 and arr.shape == (info["count"], 1, 16, 256)
+    for info, path, arr in zip(manifest["shards"], shards, rows):
+        assert arr["glyphs"].dtype == np.uint16 and arr.shape == (info["count"],) and arr["glyphs"].shape[1] == 32
         assert sha256_file(path) == info["sha256"]
 
 
@@ -84,8 +84,8 @@ def test_encoded_shards_are_gone_and_dataset_matches_manifest(workdir):
         assert arrays["children"].shape == (n, 2, 4, 16) and arrays["children"].dtype == np.float16
         assert arrays["checksums"].shape == (n, 2, 4) and arrays["checksums"].dtype == np.uint8
         assert arrays["logits"].shape == (n, 19) and arrays["logits"].dtype == np.float32
-        cache_labels = np.concatenate([s["labels"] for s in json.loads(
-            (workdir / f"results/cache/{split}/manifest.json").read_text())["shards"]])
+        cache_labels = np.concatenate([np.load(path, mmap_mode="r")["label"]
+                                       for path in sorted((workdir / f"results/cache/{split}").glob("shard-*.npy"))])
         np.testing.assert_array_equal(arrays["labels"], cache_labels)
 
 
