@@ -24,6 +24,9 @@ TOLERANCE_PCT = 15.0  # the issue's goal for peak host RAM and disk
 DISK_TOLERANCE_PCT = 2.0
 # A stage whose whole output is a small JSON report (the baseline's, deploy.{json,md}) is checked in bytes.
 SMALL_FILE_SLACK = 512
+# The evaluation's JSON, Markdown and plot (~120-190 KB) depend on which texts are misread and on how many models
+# have bars (py3langid is optional): the planner sizes a stand-in result, within 8 KB on the tiny run.
+EVALUATION_SLACK = 8192
 DEPLOY_STAGES = ("export_onnx/student", "quantize_onnx/student", "deploy_benchmark/student")
 
 
@@ -312,6 +315,7 @@ def test_predictions_within_tolerance_on_tiny(tiny_workdir):
         pred = plan[f"{path.parent.name}/{path.stem}"]
         for key, tol in (("peak_host_bytes", TOLERANCE_PCT), ("disk_written_bytes", DISK_TOLERANCE_PCT)):
             err = 100 * (pred[key] - m[key]) / m[key]
-            if abs(err) > tol and not (key == "disk_written_bytes" and abs(pred[key] - m[key]) <= SMALL_FILE_SLACK):
+            slack = EVALUATION_SLACK if m["rule"] == "evaluate" else SMALL_FILE_SLACK
+            if abs(err) > tol and not (key == "disk_written_bytes" and abs(pred[key] - m[key]) <= slack):
                 failures.append(f"{m['rule']}/{path.stem} {key}: predicted {pred[key]}, measured {m[key]} ({err:+.1f} %)")
     assert not failures, "\n".join(failures)
