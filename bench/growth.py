@@ -78,10 +78,10 @@ def stage_rows(workdir: Path, plan: dict) -> dict[str, dict]:
     """Per stage, summed over its jobs: wall (job-seconds: the work, whatever ran in parallel), rows, peak
     host bytes (the largest job), disk written, and the planner's predictions for the same jobs."""
     out = {}
+    planned = {s["key"]: s for s in plan["stages"]}
     for stage in STAGES:
         jobs = sorted((workdir / "results" / "metrics" / stage).glob("*.json"))
         ms = [json.loads(p.read_text()) for p in jobs]
-        planned = {s["key"]: s for s in plan["stages"]}
         preds = [planned.get(f"{stage}/{p.stem}", {}) for p in jobs]
         walls = [p.get("wall_s") for p in preds]
         out[stage] = {"jobs": len(ms), "wall_s": sum(m["wall_s"] for m in ms), "rows": sum(m.get("samples", 0) for m in ms),

@@ -142,3 +142,15 @@ def accuracy_table(rows: list[dict], **where: Any) -> pd.DataFrame:
         df, keys = df.assign(pooled="all"), ["pooled"]
     sums = df.groupby(keys + ["model"], sort=False)[["correct", "n"]].sum()
     return (100 * sums["correct"] / sums["n"]).unstack("model")
+
+
+def clean_accuracy_all_sets(result: dict) -> pd.DataFrame:
+    """Clean-text accuracy (%) of an evaluation result pooled over all its sets: one row ("all"), models as columns."""
+    return accuracy_table(result["rows"], perturbation=CLEAN, bucket="all", set=list(result["sets"]))
+
+
+def py3langid_installed() -> bool:
+    """Whether the optional benchmark dependency is there (the evaluation scores it, the planner sizes it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("py3langid") is not None

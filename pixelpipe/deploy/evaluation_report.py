@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import io
-from .evaluation import BUCKETS, CLEAN, accuracy_table
+from .evaluation import BUCKETS, CLEAN, accuracy_table, clean_accuracy_all_sets
 
 DEPLOYED = ("onnx_fp32", "onnx_int8")
 
@@ -79,7 +79,7 @@ def render_markdown(result: dict) -> str:
     rows = result["rows"]
     sets = list(result["sets"])
     by_set = accuracy_table(rows, perturbation=CLEAN, bucket="all")
-    pooled = accuracy_table(rows, perturbation=CLEAN, bucket="all", set=sets).rename(index={"all": "all sets"})
+    pooled = clean_accuracy_all_sets(result).rename(index={"all": "all sets"})
     buckets = length_rows(accuracy_table(rows, perturbation=CLEAN, set=sets))
     kinds = accuracy_table(rows, bucket="all")
     sizes = ", ".join(f"{name} {n:,}" for name, n in result["sets"].items())

@@ -45,13 +45,14 @@ HOST_RUNTIME = {
     "corpus_faker": 20_800_000,  # Faker and its 19 locale providers
     "corpus_faker_row": 1_440,  # per Faker row alive (one chunk written while the next is generated)
     "baseline_row": 400,  # per row of the three parquet frames the baseline reads (id, text, source, origin, label)
-    # render: fitted on the tiny and default runs' six render jobs (shards of 38 to 8,192 rows); residuals -3 to +5 %
+    # render: runtime and per-character term solved from the tiny and the default run's train render jobs (after
+    # iter_chunks stopped pre-buffering); in sample there, checked at 10x and 100x by bench/growth.py
     "render": 5_300_000,  # fonts, the atlas, pyarrow's reader
     "render_text": 1_190,  # per text of a shard: the Python str read, its normalized copy, list and arrow buffers
     "render_per_cell": 8,  # per layout cell of a shard: int32 layout, uint16 glyph ids, the valid mask (analytic)
     "render_per_char": 40.5,  # per character of a shard: the vectorized code point lookup's arrays
     "loader_worker": 22_000_000,  # USS of one forked DataLoader worker (pages it copies-on-write)
-    "baseline": 68_800_000,  # autograd, the sparse gradient and its coalescing buffers, the optimizers
+    "baseline": 68_800_000,  # autograd, the sparse gradient, its coalescing buffers, the optimizers (see below)
     "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
     "encode": 4_000_000,  # inference-mode kernels, the read-ahead thread
     "consolidate": 0,
@@ -100,8 +101,8 @@ CPU_INFER_FACTOR = {"recursive": 0.8, "none": 1.35}
 # two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their profiled copies and the batch sweep).
 ORT_ARENA_FACTOR = {"export_onnx": 1.20, "quantize_onnx": 1.15, "deploy_benchmark": 2.04}
 # The n-gram baseline's ids: the int64 array they are hashed into, its copy into a tensor and the array's growth
-# slack, fitted on the default run (434 MiB, 5.5 M n-grams) as bytes per n-gram (16: the ids twice) beside
-# HOST_RUNTIME["baseline_row"] (the frames' five columns as Python objects, ~400 bytes a row; not fitted).
+# slack, as bytes per n-gram, solved with HOST_RUNTIME["baseline"] from the tiny and the default run (485 MiB)
+# beside HOST_RUNTIME["baseline_row"] (the frames' five columns as Python objects, ~400 bytes a row; not fitted).
 BASELINE_BYTES_PER_NGRAM = 11.5
 # CUDA caching allocator: reserved / allocated at the peak (block rounding, fragmentation).
 CUDA_RESERVED_OVERHEAD = 1.10

@@ -278,14 +278,12 @@ EVALUATION_PNG_BYTES = {"base": 37_700, "per_perturbation": 4_560}
 def evaluation_bytes(cfg: dict) -> dict[str, int]:
     """evaluation.json and .md of a stand-in result with the real structure (one row per model, set, perturbation and
     length bucket, ten error examples per model, the goals), and the plot."""
-    import importlib.util
-
     from ..data import sources
-    from ..deploy.evaluation import BUCKETS, CLEAN, GOAL_LENGTHS
+    from ..deploy.evaluation import BUCKETS, CLEAN, GOAL_LENGTHS, py3langid_installed
     from ..deploy.evaluation_report import goals, render_markdown
 
     models = ["teacher", "student", "onnx_fp32", "onnx_int8", "ngram"]
-    if importlib.util.find_spec("py3langid") is not None:
+    if py3langid_installed():
         models.append("py3langid")
     styles = {sources.catalog()[s]["style"] for s in cfg["evaluate"]["sources"] if s in sources.catalog()}
     sets = (["prose", "phrases"] if "prose" in styles else []) + (["ui"] if "ui" in styles else [])

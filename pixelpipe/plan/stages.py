@@ -387,16 +387,12 @@ def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
                      detail={"host": host, "disk": reports})
 
 
-def _has_py3langid() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("py3langid") is not None
-
-
 def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) -> StagePlan:
     """The held-out evaluation: the two torch models, the two ONNX sessions and the n-gram baseline loaded at
     once, the held-out sets (small, fixed by the shipped sources), one torch batch of the teacher; its files are
     the evaluation JSON (one row per model, set, perturbation and length bucket), its Markdown and its plot."""
+    from ..deploy.evaluation import py3langid_installed
+
     ecfg = inp.cfg["evaluate"]
     batch = ecfg["batch_size"]
     host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["evaluate"],
@@ -408,7 +404,7 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
                 inp.teacher, batch, "fp32", "cpu", tokens=max(inp.lengths[x].peak_tokens(inp.teacher) for x in ("val", "test")))
             - 4 * teacher_params + _feeds_bytes(inp, batch),
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64),
-            "py3langid's model (when installed)": HOST_RUNTIME["evaluate_py3langid"] if _has_py3langid() else 0}
+            "py3langid's model (when installed)": HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
     host = {k: int(v) for k, v in host.items()}
     disk = evaluation_bytes(inp.cfg)
     return StagePlan("evaluate", "heldout", sum(host.values()), sum(disk.values()), detail={"host": host, "disk": disk})

@@ -10,8 +10,9 @@ STAGE_STARTUP_S = 3.0
 # How much of the sustained figure each core type reaches on CPU: the recursive core's large matmuls and
 # attention run faster than the deployment student's narrow n-gram convolution (dim 32, ReLU), whose cost
 # is memory traffic as much as FLOPs. Fitted on the default run's two training jobs (idle 2-core machine:
-# teacher 80.2 s for a predicted 107.0 s at 1.0, student 41.6 s for 29.5 s); checked at 10x and 100x
-# the corpus by bench/growth.py (docs/benchmarks.md).
+# teacher 80.2 s for a predicted 107.0 s at 1.0, student 41.6 s for 29.5 s, evaluation passes included; with
+# them at CPU_INFER_EFFICIENCY below the final default run predicts 78.7 s and measures 83.2 s for the
+# teacher); checked at 1x, 10x and 100x the corpus by bench/growth.py (docs/benchmarks.md).
 CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 0.69}
 # Inference (encode, the training jobs' evaluation passes) runs faster per FLOP than training: no backward, no
 # saved tensors. Calibrated with engine.evaluate on the default run's test split (7,600 rows, batch 64, 2

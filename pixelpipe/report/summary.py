@@ -55,10 +55,9 @@ def accuracy_summary(results_dir: str | Path) -> str:
         lines.append(f"  {r['model']:24s} test accuracy {r['test_accuracy']:.4f}" + (f"  ({', '.join(extra)})" if extra else ""))
     heldout = Path(results_dir) / "eval" / "evaluation.json"
     if heldout.exists():
-        from ..deploy.evaluation import accuracy_table
+        from ..deploy.evaluation import clean_accuracy_all_sets
 
-        result = read_json(heldout)
-        clean = accuracy_table(result["rows"], perturbation="clean", bucket="all", set=list(result["sets"])).iloc[0]
+        clean = clean_accuracy_all_sets(read_json(heldout)).iloc[0]
         lines.append("  held-out real text (results/eval/evaluation.md), all sets: "
                      + ", ".join(f"{model} {value:.2f} %" for model, value in clean.items()))
     for split, t in truncation(results_dir).items():
