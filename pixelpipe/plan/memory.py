@@ -46,7 +46,8 @@ HOST_RUNTIME = {
     "corpus_faker_row": 1_440,  # per Faker row alive (one chunk written while the next is generated)
     "baseline_row": 400,  # per row of the three parquet frames the baseline reads (id, text, source, origin, label)
     # render: runtime and per-character term solved from the tiny and the default run's train render jobs (after
-    # iter_chunks stopped pre-buffering); in sample there, checked at 10x and 100x by bench/growth.py
+    # iter_chunks stopped pre-buffering; <= 4 shards). A job writing many shards creeps higher: -23 % at 9 and 84
+    # shards in bench/growth.py (docs/benchmarks.md), not modelled
     "render": 5_300_000,  # fonts, the atlas, pyarrow's reader
     "render_text": 1_190,  # per text of a shard: the Python str read, its normalized copy, list and arrow buffers
     "render_per_cell": 8,  # per layout cell of a shard: int32 layout, uint16 glyph ids, the valid mask (analytic)
