@@ -90,6 +90,15 @@ def classify(predictor: Predictor, chunk: list[tuple[str | None, str]], top: int
     return preds
 
 
+def text_line(text: str, p: Prediction) -> str:
+    """One plain output line: label, probability, text; `unknown` and the reason for no language; ERROR."""
+    if p.error is not None:
+        return f"ERROR\t{p.error}\t{text}"
+    if p.reason is not None:
+        return f"unknown\t{p.reason}\t{text}"
+    return f"{p.label}\t{p.probability:.4f}\t{text}"
+
+
 class Writer:
     """Writes records as they come: text lines, a JSON array, or JSON lines."""
 
@@ -101,6 +110,8 @@ class Writer:
         rec: dict = {"input": text if text is not None else where}
         if p.error is not None:
             return {**rec, "error": p.error}
+        if p.reason is not None:  # no language: label null and why
+            return {**rec, "label": None, "probability": None, "reason": p.reason, "truncated": p.truncated}
         rec.update(label=p.label, probability=round(p.probability, 6), truncated=p.truncated)
         if self.top > 1:
             rec["top"] = [{"label": lab, "probability": round(pr, 6)} for lab, pr in p.top]
@@ -108,8 +119,7 @@ class Writer:
 
     def write(self, chunk: Sequence[tuple[str | None, str]], preds: Sequence[Prediction]) -> None:
         if self.fmt == "text":
-            lines = [f"ERROR\t{p.error}\t{t if t is not None else w}" if p.error is not None
-                     else f"{p.label}\t{p.probability:.4f}\t{t if t is not None else w}" for (t, w), p in zip(chunk, preds)]
+            lines = [text_line(t if t is not None else w, p) for (t, w), p in zip(chunk, preds)]
             self.out.write("\n".join(lines) + "\n")
             return
         recs = [self.encode(self.record(t, w, p)) for (t, w), p in zip(chunk, preds)]

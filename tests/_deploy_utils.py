@@ -29,6 +29,7 @@ LABELS = ["ar", "de", "el", "ru", "vi"]
 # Vietnamese (two marks on a letter), right-to-left, a Persian ZWNJ cluster, Armenian, Greek, Cyrillic, Turkic.
 MULTILINGUAL = ["Xin chào thế giới", "مرحبا بالعالم", "שלום עולם", "می‌خواهم", "Բարև աշխարհ", "Καλημέρα σε όλους",
                 "Привет, как дела?", "Größe ändern", "Ağ bağlantısı"]
+TABLES = dict(ngram_orders=3, ngram_bits=10, ngram_dim=8)  # small hashed glyph n-gram tables (the deployed form has them)
 UNSEEN = "ʃ"  # drawable by the fonts, absent from every text above (the tests check): a character to fold on the fly
 UNTRAINED = "ß"  # in the atlas but left out of `trained_glyphs`: a glyph the model was never trained on
 
@@ -75,10 +76,12 @@ def tiny_student(settings: RenderSettings, atlas: GlyphAtlas, core: str = "none"
 def student_config(model: TRMVisionEncoder, settings: RenderSettings, atlas: GlyphAtlas, min_chars: int = 5,
                    trained_glyphs: Sequence[int] | None = None) -> dict[str, Any]:
     """What a trained student's config.json carries (pixelpipe.train.run.model_extras) for `model`."""
+    from pixelpipe.data.scripts import known_scripts
+
     trained = list(range(len(atlas))) if trained_glyphs is None else list(trained_glyphs)
     return {"role": "student", "encoder": model.cfg.to_dict(), "labels": list(LABELS), "render": settings.to_dict(),
             "atlas": atlas.to_dict(), "text_length": {"min_chars": min_chars, "max_chars": settings.cells},
-            "trained_glyphs": trained}
+            "trained_glyphs": trained, "scripts": known_scripts(atlas.clusters[i] for i in trained)}
 
 
 def export(model: TRMVisionEncoder, config: dict[str, Any], path: Path) -> Path:
@@ -108,7 +111,7 @@ class Deployed:
         self.settings = render_settings()
         self.charset = real_charset()
         self.atlas = real_atlas(self.charset)
-        self.model = tiny_student(self.settings, self.atlas)
+        self.model = tiny_student(self.settings, self.atlas, **TABLES)
         self.config = student_config(self.model, self.settings, self.atlas,
                                      trained_glyphs=[i for i, c in enumerate(self.charset) if c != UNTRAINED])
         self.path = export(self.model, self.config, path)

@@ -10,7 +10,7 @@ import torch
 
 from pixelpipe.deploy import onnxmodel
 from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
-from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, deploy_form, folded_module
+from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, deploy_form, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
@@ -47,7 +47,9 @@ VARIANTS = [("none", "pair", 1, dict(channels=3)), ("recursive", "pair", 1, dict
             ("none", "pair", 1, dict(positions=True)), ("recursive", "pair", 2, dict(positions=True)),
             ("none", "cell", 1, dict(mixer_kernel=5)), ("none", "pair", 1, dict(mixer_kernel=1)),
             ("recursive", "pair", 1, dict(mixer_kernel=5)), ("none", "pair", 1, dict(activation="relu")),
-            ("none", "cell", 2, dict(activation="relu"))]
+            ("none", "cell", 2, dict(activation="relu")),
+            ("none", "pair", 1, dict(activation="relu", **du.TABLES)), ("recursive", "pair", 2, dict(**du.TABLES)),
+            ("none", "cell", 1, dict(ngram_orders=1, ngram_bits=4, ngram_dim=3))]
 
 
 def _variant_id(value):
@@ -60,6 +62,7 @@ def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     give the torch student's logits on real text, trimmed to the batch's longest text or padded to the layout."""
     model, settings, atlas, ids, lengths = _student(core, stem, lines, **variant)
     module, fold, table = folded_module(model, atlas.cells)
+    keys = [] if model.ngrams is None else [torch.from_numpy(key_table(model, atlas.cells))]
     ngram = (core, lines) == ("none", 1) and not variant.get("positions")
     expected = FoldedNgramStudent if ngram else FoldedStemEncoder
     assert isinstance(module, expected)
@@ -71,7 +74,8 @@ def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     padded = {**trimmed, "glyphs": np.where(np.arange(settings.cells) < lengths[:, None], ids + 1, 0)}
     with torch.inference_mode():
         for feeds in (trimmed, padded):
-            got = module(*(torch.from_numpy(feeds[k]) for k in onnxmodel.INPUT_NAMES), torch.from_numpy(table)).numpy()
+            got = module(*(torch.from_numpy(feeds[k]) for k in onnxmodel.INPUT_NAMES), torch.from_numpy(table),
+                         *keys).numpy()
             np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
     np.testing.assert_allclose(table, span_major(fold.table(atlas.cells), module.spans), atol=0)
 

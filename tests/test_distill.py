@@ -44,7 +44,7 @@ def test_objective_trains_the_adapter():
             super().__init__()
             self.w = nn.Parameter(torch.randn(1))
 
-        def forward(self, glyphs, lengths):
+        def forward(self, glyphs, lengths, image_glyphs=None):
             b = glyphs.shape[0]
             return {"logits": self.w * torch.ones(b, 5), "sketches": self.w * torch.ones(b, 2, 4)}
 

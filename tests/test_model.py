@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -35,12 +36,18 @@ def test_output_shapes():
     assert checksum_bits(out["checksum_logits"]).dtype == torch.bool
 
 
+TABLES = dict(ngram_orders=3, ngram_bits=9, ngram_dim=6)
+
+
+@pytest.mark.parametrize("tables", [False, True], ids=["", "tables"])
 @pytest.mark.parametrize("core", ["recursive", "none"])
 @pytest.mark.parametrize("stem,lines", [("pair", 1), ("cell", 1), ("pair", 2), ("cell", 2)])
-def test_glyph_path_is_the_pixel_path(core, stem, lines):
+def test_glyph_path_is_the_pixel_path(core, stem, lines, tables):
     """The stem is linear in the pixels: applied to the atlas and gathered, it computes what the convolution
-    over the assembled image computes (uint8 or float images, lengths given or read from the ink)."""
-    cfg = encoder_config(core=core, stem=stem, lines=lines, line_chars=3 if lines == 2 else 6, num_classes=5)
+    over the assembled image computes (uint8 or float images, lengths given or read from the ink); the n-gram
+    tables hash the same keys from the image's cells as from the atlas's."""
+    cfg = encoder_config(core=core, stem=stem, lines=lines, line_chars=3 if lines == 2 else 6, num_classes=5,
+                         **(TABLES if tables else {}))
     model = model_for(cfg)
     glyphs, lengths = texts(cfg, [6, 4, 1])
     images = (images_from_glyphs(glyphs, model.atlas, cfg.lines) * 255).round().to(torch.uint8)
@@ -50,11 +57,13 @@ def test_glyph_path_is_the_pixel_path(core, stem, lines):
         torch.testing.assert_close(model(images.float() / 255)["logits"], ref, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("tables", [False, True], ids=["", "tables"])
 @pytest.mark.parametrize("core", ["recursive", "none"])
-def test_padding_never_changes_the_output(core):
-    """Convolution, attention and pooling see zeros past a text's end: a text alone, trimmed to its length,
-    gives what it gives in a padded batch (what lets batches be trimmed and predict bucket by length)."""
-    cfg = encoder_config(core=core, line_chars=6, num_classes=5)
+def test_padding_never_changes_the_output(core, tables):
+    """Convolution, attention, pooling and the n-gram tables see zeros past a text's end: a text alone, trimmed
+    to its length, gives what it gives in a padded batch (what lets batches be trimmed and predict bucket by
+    length)."""
+    cfg = encoder_config(core=core, line_chars=6, num_classes=5, **(TABLES if tables else {}))
     model = model_for(cfg)
     glyphs, lengths = texts(cfg, [6, 2, 4])
     with torch.no_grad():
@@ -152,3 +161,43 @@ def test_flops_grow_with_recursion_and_length():
     assert flops_per_sample(CFG, tokens=3) < flops_per_sample(CFG)
     none = EncoderConfig(**{**CFG.to_dict(), "core": "none"})
     assert flops_per_sample(none) < flops_per_sample(CFG)
+
+
+def test_table_buckets_are_the_numpy_reference():
+    """Every n-gram of order 1..N of each text (padded with one blank each side) lands in the bucket the torch-free
+    reference (what predict and the ONNX graph compute) gives it, no more and no fewer."""
+    from pixelpipe.data.glyphkeys import cell_keys, text_buckets
+    from pixelpipe.model.ngrams import ngram_buckets
+
+    cfg = encoder_config(line_chars=6, num_classes=5, ngram_orders=4, ngram_bits=7, ngram_dim=4)
+    model = model_for(cfg)
+    glyphs, lengths = texts(cfg, [6, 3, 1])
+    keys = cell_keys(toy_atlas().numpy(), 4)
+    ids, valid = ngram_buckets(model.ngrams.keys[glyphs], lengths, model.ngrams.salts, 7)
+    for b, n in enumerate(lengths.tolist()):
+        ref = text_buckets(keys[glyphs[b, :n].numpy()], 4, 7)
+        for order in range(4):
+            assert ids[b, :, order][valid[b, :, order]].tolist() == ref[order].tolist()
+            assert len(ref[order]) == max(0, n + 3 - (order + 1))
+
+
+def test_look_alike_letters_share_their_table_rows():
+    """Keys are hashed from pixels: Latin "a" and Cyrillic "а" draw the same cell, so every n-gram holding one
+    or the other is the same row; a different letter is another key."""
+    from pixelpipe.data.atlas import draw_cluster
+    from pixelpipe.data.glyphkeys import cell_keys
+
+    fonts = ("DejaVuSans",)
+    cells = np.stack([draw_cluster(c, fonts, 12, 16, 8) for c in ("a", "\u0430", "o", " ")])
+    keys = cell_keys(cells, 4)
+    assert (keys[0] == keys[1]).all() and (keys[0] != keys[2]).all()
+    assert (keys[3] == 0).all()  # the blank: what PAD and the padding read
+
+
+def test_tables_train_with_sparse_rows():
+    """On CPU the table's gradient holds only the rows the batch's n-grams touch."""
+    cfg = encoder_config(line_chars=6, num_classes=5, **TABLES)
+    model = model_for(cfg).train()
+    model(*texts(cfg, [6, 2]))["logits"].sum().backward()
+    grad = model.ngrams.table.weight.grad
+    assert grad.is_sparse and 0 < len(grad.coalesce().indices()[0].unique()) <= 2 * (6 + 2 + 1) * 3

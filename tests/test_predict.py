@@ -52,6 +52,35 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 # ---- the Predictor on a tiny student over a real atlas --------------------------------------------------------
 
 
+NO_LANGUAGE = {"😀😀😀": "no letters", "12 345 — 6,7 %!": "no letters",
+               "გამარჯობა მსოფლიო": "letters of a script no training language uses (georgian)"}
+
+
+def test_no_letters_or_an_unknown_script_get_no_language(deployed_student):
+    """Emoji, digits and punctuation, or letters of a script none of the training texts used, get no label and
+    the reason, while a text holding a known letter among them is answered; the model's distribution stays
+    available from predict_proba."""
+    p = Predictor(deployed_student.path)
+    assert "LATIN" in deployed_student.config["scripts"] and "GEORGIAN" not in deployed_student.config["scripts"]
+    texts = [*NO_LANGUAGE, "Hallo 😀", TEXTS[0]]
+    preds = p.predict(texts, top=2)
+    for pred, (text, reason) in zip(preds, NO_LANGUAGE.items()):
+        assert pred.label is None and pred.reason == reason and pred.error is None, text
+    assert all(pred.label is not None and pred.reason is None for pred in preds[len(NO_LANGUAGE) :])
+    probs, errors, _ = p.predict_proba(texts)
+    assert np.isfinite(probs).all() and errors == [None] * len(texts)
+
+
+def test_cli_says_unknown_and_json_has_null_label(deployed_student):
+    plain = _cli("--model", str(deployed_student.path), "😀😀😀", TEXTS[0])
+    assert plain.returncode == 0
+    first, second = plain.stdout.splitlines()
+    assert first == "unknown\tno letters\t😀😀😀" and not second.startswith("unknown")
+    out = _cli("--model", str(deployed_student.path), "--jsonl", "😀😀😀")
+    assert json.loads(out.stdout) == {"input": "😀😀😀", "label": None, "probability": None, "reason": "no letters",
+                                      "truncated": False}
+
+
 def test_predictor_is_the_torch_student_on_real_text(deployed_student):
     d = deployed_student
     texts = [*du.real_texts(), "a", _long(3 * d.settings.cells)]

@@ -29,7 +29,7 @@ from ..core import io
 from ..model.checkpoint import atlas_cells, load_model
 from ..model.encoder import TRMVisionEncoder
 from . import onnxmodel
-from .fold import deploy_form, deployed_flops, folded_module
+from .fold import deploy_form, deployed_flops, folded_module, key_table
 
 MIN_OPSET = 18
 
@@ -96,18 +96,19 @@ def dedupe_initializers(model: Any) -> int:
     return len(rename)
 
 
-def table_default(proto: Any, table: np.ndarray) -> None:
-    """The exported table as the default of the `glyph_table` input (an initializer of the input's name: an
-    overridable initializer), so the file classifies on its own and predict may pass an extended table."""
+def input_default(proto: Any, name: str, value: np.ndarray) -> None:
+    """`value` as the default of the graph input `name` (an initializer of the input's name: an overridable
+    initializer), so the file classifies on its own and predict may pass an extended table (glyph_table,
+    glyph_keys)."""
     from onnx import numpy_helper
 
-    if onnxmodel.TABLE_NAME not in {i.name for i in proto.graph.input}:
-        raise ValueError(f"exported graph has no input named {onnxmodel.TABLE_NAME!r}")
-    proto.graph.initializer.append(numpy_helper.from_array(table, onnxmodel.TABLE_NAME))
+    if name not in {i.name for i in proto.graph.input}:
+        raise ValueError(f"exported graph has no input named {name!r}")
+    proto.graph.initializer.append(numpy_helper.from_array(value, name))
 
 
-def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, table: np.ndarray, spans: int,
-                    opset: int) -> Any:
+def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, table: np.ndarray, keys: np.ndarray | None,
+                    spans: int, opset: int) -> Any:
     cfg = model.cfg
     if cfg.lines > 1:
         tokens = torch.export.Dim("lines", min=1, max=cfg.lines) * cfg.line_chars
@@ -118,13 +119,16 @@ def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, table: np.
     rows = torch.export.Dim("glyphs", min=2, max=1 << 22) * spans  # a table of any atlas size, span-major
     glyphs = torch.randint(1, 3, (2, example_t), dtype=torch.int64)
     lengths = torch.full((2,), example_t, dtype=torch.int64)
+    args = (glyphs, lengths, torch.from_numpy(table))
+    names = [*onnxmodel.INPUT_NAMES, onnxmodel.TABLE_NAME]
+    shapes: dict[str, Any] = {"glyphs": {0: batch, 1: tokens}, "lengths": {0: batch}, "glyph_table": {0: rows}}
+    if keys is not None:  # n-gram tables: each glyph's pixel keys, one row per glyph like the table's
+        args += (torch.from_numpy(keys),)
+        names.append(onnxmodel.KEYS_NAME)
+        shapes["glyph_keys"] = {0: torch.export.Dim("key_rows", min=2, max=1 << 22)}
     with torch.no_grad():
-        return torch.onnx.export(
-            module, (glyphs, lengths, torch.from_numpy(table)), dynamo=True, opset_version=opset,
-            input_names=[*onnxmodel.INPUT_NAMES, onnxmodel.TABLE_NAME], output_names=[onnxmodel.OUTPUT_NAME],
-            optimize=True, dynamic_shapes={"glyphs": {0: batch, 1: tokens}, "lengths": {0: batch},
-                                           "glyph_table": {0: rows}},
-        )
+        return torch.onnx.export(module, args, dynamo=True, opset_version=opset, input_names=names,
+                                 output_names=[onnxmodel.OUTPUT_NAME], optimize=True, dynamic_shapes=shapes)
 
 
 def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: str | os.PathLike,
@@ -137,12 +141,15 @@ def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: st
     out_path = Path(out_path)
     cells = atlas_cells(config).numpy()
     module, fold, table = folded_module(model.eval(), cells)
+    keys = key_table(model, cells)
     spans = module.spans
-    proto = _export_program(module, model, table, spans, opset).model_proto
+    proto = _export_program(module, model, table, keys, spans, opset).model_proto
     for node in proto.graph.node:  # exporter debug info (stack traces with local paths): most of the bytes
         del node.metadata_props[:]
     dedupe_initializers(proto)  # the recursion reuses its blocks: one copy of their weights
-    table_default(proto, table)
+    input_default(proto, onnxmodel.TABLE_NAME, table)
+    if keys is not None:
+        input_default(proto, onnxmodel.KEYS_NAME, keys)
     onnxmodel.set_metadata(proto, onnxmodel.metadata_entries(config, {
         "form": deploy_form(model), "spans": spans, "matrix": onnxmodel.encode_array(fold.matrix),
         "offset": onnxmodel.encode_array(fold.offset)}))

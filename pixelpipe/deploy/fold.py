@@ -101,6 +101,26 @@ def fold_for(model: TRMVisionEncoder) -> FoldMap:
     return ngram_fold(model)[0] if deploy_form(model) == "ngram" else stem_fold(model)
 
 
+def table_rows(ngrams: nn.Module | None, glyphs: torch.Tensor, lengths: torch.Tensor,
+               glyph_keys: torch.Tensor | None) -> torch.Tensor | None:
+    """The mean n-gram table row of deployed glyph ids [B, T] (None for a model without tables): their keys are
+    rows of `glyph_keys` [G + 1, N] (row 0, PAD, zero like the blank's), hashed as in training."""
+    if ngrams is None:
+        return None
+    if glyph_keys is None:
+        raise ValueError("a model with n-gram tables needs its glyph_keys input")
+    return ngrams.pooled(glyph_keys[glyphs], lengths)
+
+
+def key_table(model: TRMVisionEncoder, cells: np.ndarray) -> np.ndarray | None:
+    """The deployed `glyph_keys` table [G + 1, N] over atlas cells (row 0: PAD), or None without n-gram tables."""
+    if model.ngrams is None:
+        return None
+    from ..data.glyphkeys import cell_keys
+
+    return np.concatenate([np.zeros((1, model.cfg.ngram_orders), np.int64), cell_keys(cells, model.cfg.ngram_orders)])
+
+
 def _span_rows(ids: torch.Tensor, table: torch.Tensor, spans: int) -> torch.Tensor:
     """Gather the span-major table (row s * (G + 1) + g) at ids [..., S] (the glyph each span reads): [..., S, W]."""
     rows_per_span = table.shape[0] // spans
@@ -118,8 +138,11 @@ class FoldedNgramStudent(nn.Module):
         self.left, self.lead = model.cfg.mixer_kernel // 2, model.cfg.lead
         self.relu = model.cfg.activation == "relu"
         self.head_norm, self.head = model.head_norm, model.head
+        self.ngrams = model.ngrams
 
-    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor) -> torch.Tensor:
+    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor,
+                glyph_keys: torch.Tensor | None = None) -> torch.Tensor:
+        table = table_rows(self.ngrams, glyphs, lengths, glyph_keys)
         glyphs = F.pad(glyphs, (self.lead, 0), value=BLANK)
         t = glyphs.shape[1]
         padded = F.pad(glyphs, (self.left, self.spans - 1 - self.left), value=PAD)
@@ -132,7 +155,7 @@ class FoldedNgramStudent(nn.Module):
         else:
             h = F.gelu(pre)
             pooled = [masked_mean(h, mask), masked_max(h, mask)]
-        return self.head(self.head_norm(torch.cat(pooled, dim=-1)))
+        return self.head(self.head_norm(torch.cat(pooled + ([table] if table is not None else []), dim=-1)))
 
 
 class FoldedStemEncoder(nn.Module):
@@ -143,7 +166,9 @@ class FoldedStemEncoder(nn.Module):
         super().__init__()
         self.model, self.spans = model, spans
 
-    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor) -> torch.Tensor:
+    def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor,
+                glyph_keys: torch.Tensor | None = None) -> torch.Tensor:
+        table = table_rows(self.model.ngrams, glyphs, lengths, glyph_keys)
         b, t = glyphs.shape
         cfg = self.model.cfg
         width = cfg.line_chars if cfg.lines > 1 else t
@@ -151,7 +176,7 @@ class FoldedStemEncoder(nn.Module):
         ids = [rows] + ([F.pad(rows[..., 1:], (0, 1), value=PAD)] if self.spans > 1 else [])
         x = _span_rows(torch.stack(ids, dim=-1), glyph_table, self.spans).sum(-2)
         x, mask = self.model.place(x.reshape(b, -1, cfg.dim), token_mask(lengths, t // width, width, cfg.lead))
-        return self.model.forward_tokens(x, mask)["logits"]
+        return self.model.forward_tokens(x, mask, table)["logits"]
 
 
 def folded_module(model: TRMVisionEncoder, cells: np.ndarray) -> tuple[nn.Module, FoldMap, np.ndarray]:

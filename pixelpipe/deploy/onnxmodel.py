@@ -35,9 +35,11 @@ META_INPUT = "pixelpipe.input"
 META_FOLD = "pixelpipe.fold"
 INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
+KEYS_NAME = "glyph_keys"
 OUTPUT_NAME = "logits"
 INPUT_DOC = ("glyphs int64 [batch, tokens]: atlas glyph ids + 1, 0 past each text's end; lengths int64 [batch]; "
-             "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's)")
+             "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's); "
+             "with n-gram tables glyph_keys int64 [glyphs + 1, orders], each glyph's pixel keys (optional, likewise)")
 
 
 class ModelFileError(ValueError):

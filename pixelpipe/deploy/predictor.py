@@ -27,6 +27,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.order import longest_first
+from ..data.glyphkeys import cell_keys
+from ..data.scripts import ScriptGate
 from . import onnxmodel
 from .foldmap import FoldMap, span_major
 
@@ -40,6 +42,7 @@ class Prediction:
     top: list[tuple[str, float]] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
+    reason: str | None = None  # why the text gets no language (label None): no letters, or none of a known script
 
 
 @dataclass
@@ -110,9 +113,14 @@ class Predictor:
         self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
         self.rows: np.ndarray | None = None  # glyph-major rows, once a glyph beyond the export is folded
         self.table: np.ndarray | None = None  # the same, span-major: what the model's glyph_table input takes
+        self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
+        self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
         self.batch_size = batch_size
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()
+        # the scripts of the training texts' letters (models exported before they were recorded answer everything)
+        scripts = self.config.get("scripts")
+        self.gate = ScriptGate(scripts) if scripts is not None else None
 
     # ---- glyph ids -----------------------------------------------------------------------
     def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
@@ -141,6 +149,8 @@ class Predictor:
             self.rows = self.fold.table(self.atlas.cells[: self.exported])
         self.rows = np.concatenate([self.rows, self.fold.rows(self.atlas.cells[have:])])
         self.table = span_major(self.rows, self.spans)
+        if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
+            self.keys = np.concatenate([np.zeros((1, self.orders), np.int64), cell_keys(self.atlas.cells, self.orders)])
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
         cells = self.settings.cells
@@ -168,31 +178,46 @@ class Predictor:
             feeds = onnxmodel.deployed_batch(ids[idx], lengths[idx], s.lines, s.line_chars)
             if self.table is not None:
                 feeds[onnxmodel.TABLE_NAME] = self.table
+            if self.keys is not None:
+                feeds[onnxmodel.KEYS_NAME] = self.keys
             out[idx] = onnxmodel.run_logits(self.session, feeds)
         if not np.isfinite(out).all():
             raise onnxmodel.ModelFileError("the model produced non-finite logits (NaN or inf): its weights are broken; "
                                            "retrain or re-export it")
         return out
 
-    def predict_proba(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray]:
-        """(probabilities [N, classes], error per text or None (its row is NaN), characters per text)."""
+    def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
+        """(probabilities, errors, characters per text, why a text gets no language or None)."""
         ids, full, errors = self.layout(texts)
         self._count(ids, full, errors)
         ok = np.array([e is None for e in errors], bool)
         probs = np.full((len(texts), len(self.labels)), np.nan)
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
-        logits = self.logits(ids[ok], np.minimum(full[ok], self.settings.cells))
+        lengths = np.minimum(full[ok], self.settings.cells)
+        logits = self.logits(ids[ok], lengths)
         probs[ok] = onnxmodel.softmax(logits.astype(np.float64))
+        reasons: list[str | None] = [None] * len(texts)
+        if self.gate is not None and ok.any():
+            self.gate.update(self.atlas.clusters)
+            for i, why in zip(np.flatnonzero(ok), self.gate.reasons(ids[ok], lengths)):
+                reasons[i] = why
+        return probs, errors, full, reasons
+
+    def predict_proba(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray]:
+        """(probabilities [N, classes], error per text or None (its row is NaN), characters per text): the model's
+        distribution, also for texts `predict` answers with no language."""
+        probs, errors, full, _ = self._run(texts)
         return probs, errors, full
 
     def predict(self, texts: Sequence[str], top: int = 1) -> list[Prediction]:
-        """One Prediction per text (label, probability, the `top` most probable labels, truncation, error)."""
-        probs, errors, full = self.predict_proba(texts)
-        return self.to_predictions(probs, errors, full, top)
+        """One Prediction per text (label, probability, the `top` most probable labels, truncation, error); a text
+        with no letters, or only letters of scripts no training text used, gets label None and the reason."""
+        probs, errors, full, reasons = self._run(texts)
+        return self.to_predictions(probs, errors, full, top, reasons)
 
     def to_predictions(self, probs: np.ndarray, errors: list[str | None], full: np.ndarray,
-                       top: int) -> list[Prediction]:
+                       top: int, reasons: Sequence[str | None] | None = None) -> list[Prediction]:
         best = np.nan_to_num(probs, nan=-1).argmax(1)
         best_p = probs[np.arange(len(best)), best].tolist()
         truncated = (full > self.settings.cells).tolist()
@@ -201,6 +226,9 @@ class Predictor:
         for i, (err, b) in enumerate(zip(errors, best.tolist())):
             if err is not None:
                 out.append(Prediction(None, float("nan"), error=err))
+                continue
+            if reasons is not None and reasons[i] is not None:
+                out.append(Prediction(None, float("nan"), truncated=truncated[i], reason=reasons[i]))
                 continue
             out.append(Prediction(self.labels[b], best_p[i], [(self.labels[j], float(probs[i, j])) for j in ranks[i]]
                                   if top > 1 else [(self.labels[b], best_p[i])], truncated[i]))

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -44,6 +45,7 @@ from torch.profiler import record_function
 from torch.utils.checkpoint import checkpoint
 
 from ..config.settings import CellGrid, check_keys
+from .ngrams import GlyphNgrams
 
 STEMS = ("pair", "cell")
 CORES = ("recursive", "none")
@@ -80,6 +82,9 @@ class EncoderConfig(CellGrid):
     num_classes: int
     num_children: int
     checksum_bits: int
+    ngram_orders: int = 0  # off unless a `{role}.model` section turns the tables on
+    ngram_bits: int = 0
+    ngram_dim: int = 0
 
     @classmethod
     def section_keys(cls) -> list[str]:
@@ -98,7 +103,7 @@ class EncoderConfig(CellGrid):
     def from_dict(cls, d: dict) -> "EncoderConfig":
         """A saved encoder config (a model's config.json): exactly the fields. A model saved before `activation`
         existed used GELU."""
-        d = {"activation": "gelu", **d}
+        d = {"activation": "gelu", "ngram_orders": 0, "ngram_bits": 0, "ngram_dim": 0, **d}
         check_keys(d, [f.name for f in fields(cls)], "'encoder' of a saved model")
         return cls(**d)
 
@@ -137,6 +142,9 @@ class EncoderConfig(CellGrid):
             raise ValueError(f"mixer_kernel must be 0 (off) or odd, got {self.mixer_kernel}")
         if not self.recursive and not self.mixer_kernel:
             raise ValueError("core 'none' reads only the n-gram features: it needs mixer_kernel > 0")
+        if self.ngram_orders and not (1 <= self.ngram_bits <= 30 and self.ngram_dim >= 1):
+            raise ValueError(f"n-gram tables need 1 <= ngram_bits <= 30 and ngram_dim >= 1, got {self.ngram_bits}, "
+                             f"{self.ngram_dim}")
 
     @property
     def mixer_hidden(self) -> int:
@@ -146,10 +154,12 @@ class EncoderConfig(CellGrid):
     @property
     def head_features(self) -> int:
         """recursive: capsules (K x D), mean and max of the answer tokens (2 D) and of the local features;
-        none: mean and max of the local features only (what the folded deployment computes)."""
+        none: mean and max of the local features only (what the folded deployment computes); both: plus the
+        mean n-gram table row (ngram_dim) when the tables are on."""
+        table = self.ngram_dim if self.ngram_orders else 0
         if not self.recursive:
-            return 2 * self.mixer_hidden
-        return self.num_capsules * self.dim + 2 * self.dim + 2 * self.mixer_hidden
+            return 2 * self.mixer_hidden + table
+        return self.num_capsules * self.dim + 2 * self.dim + 2 * self.mixer_hidden + table
 
 
 def token_mask(lengths: torch.Tensor, lines: int, width: int, lead: int) -> torch.Tensor:
@@ -319,6 +329,8 @@ class TRMVisionEncoder(nn.Module):
         self.capsules = CapsulePool(cfg)
         self.sketch_norm = nn.LayerNorm(cfg.dim)
         self.children_proj = nn.Linear(cfg.dim, cfg.num_children * cfg.dim)
+        self.ngrams = (GlyphNgrams(cfg.ngram_orders, cfg.ngram_bits, cfg.ngram_dim, cfg.cell_height * cfg.cell_width)
+                       if cfg.ngram_orders else None)
         self.head_norm = nn.LayerNorm(cfg.head_features)
         self.head = nn.Linear(cfg.head_features, cfg.num_classes)
         # A fixed random hyperplane per checksum bit: the checksum is a locality-sensitive
@@ -337,6 +349,8 @@ class TRMVisionEncoder(nn.Module):
 
     def set_atlas(self, cells: torch.Tensor) -> None:
         """Use `cells` (uint8 [G, ch, cw] as the cache stores them, or floats in [0, 1]) as the glyph atlas."""
+        if getattr(self, "ngrams", None) is not None:
+            self.ngrams.set_atlas(_uint8_cells(cells))
         cells = cells.float().div(255.0) if cells.dtype == torch.uint8 else cells.float()
         self.atlas = cells.to(self.atlas.device)
 
@@ -344,8 +358,8 @@ class TRMVisionEncoder(nn.Module):
         """(tokens [B, N, D], zero past each text's end; mask [B, N]). `inputs` are glyph ids [B, N] (integer)
         or images [B, C, H, W] (uint8 or floats in [0, 1]; lengths None = up to the last cell with ink)."""
         cfg = self.cfg
-        if inputs.is_floating_point() or inputs.dtype == torch.uint8:
-            images = inputs.float().div(255.0) if inputs.dtype == torch.uint8 else inputs
+        if _is_image(inputs):
+            images = _unit_images(inputs)
             x = self.stem(images)
             lines, width = images.shape[2] // cfg.cell_height, images.shape[3] // cfg.cell_width
             if lengths is None:
@@ -387,23 +401,50 @@ class TRMVisionEncoder(nn.Module):
         return y
 
     def head_input(self, sketches: torch.Tensor, y: torch.Tensor, local: torch.Tensor | None,
-                   mask: torch.Tensor) -> torch.Tensor:
+                   mask: torch.Tensor, table: torch.Tensor | None = None) -> torch.Tensor:
         """[B, head_features]: see EncoderConfig.head_features."""
         pooled = [masked_mean(local, mask), masked_max(local, mask)] if local is not None else []
         if self.cfg.recursive:
             pooled = [sketches.flatten(1), masked_mean(y, mask), masked_max(y, mask)] + pooled
+        if table is not None:
+            pooled.append(table.to(pooled[0].dtype) if pooled else table)
         return torch.cat(pooled, dim=-1)
 
     def logits_from_features(self, features: torch.Tensor) -> torch.Tensor:
         return self.head(self.head_norm(features))
 
-    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None,
+                glyphs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """`glyphs`: the glyph ids augmented images were assembled from (their n-grams are hashed from the
+        clean cells: noise would change every key)."""
+        if lengths is None and _is_image(inputs):
+            lengths = ink_lengths(_unit_images(inputs), self.cfg.cell_height, self.cfg.cell_width)
         with record_function("encoder.embed"):
             x, mask = self.embed(inputs, lengths)
-        return self.forward_tokens(x, mask)
+        with record_function("encoder.ngrams"):
+            table = self.table_features(inputs if glyphs is None else glyphs, lengths)
+        return self.forward_tokens(x, mask, table)
 
-    def forward_tokens(self, x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Everything after the stem: local mixing, recursion, capsules, head (export feeds folded tokens here)."""
+    def table_features(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+        """The mean n-gram table row [B, ngram_dim] (None without tables): keys from the atlas for glyph ids,
+        straight from the cells' pixels for images (the same keys for the same pixels)."""
+        if self.ngrams is None:
+            return None
+        lengths = lengths.to(inputs.device)
+        if _is_image(inputs):
+            cfg = self.cfg
+            images = inputs if inputs.dtype == torch.uint8 else (inputs * 255).round()
+            b, _, h, w = images.shape
+            cells = images[:, 0].reshape(b, h // cfg.cell_height, cfg.cell_height, w // cfg.cell_width, cfg.cell_width)
+            cells = cells.permute(0, 1, 3, 2, 4).reshape(b, -1, cfg.cell_height * cfg.cell_width)
+            return self.ngrams.from_cells(cells, lengths)
+        inside = torch.arange(inputs.shape[1], device=inputs.device)[None, :] < lengths[:, None]
+        return self.ngrams.from_glyphs(inputs.long() * inside, lengths)
+
+    def forward_tokens(self, x: torch.Tensor, mask: torch.Tensor,
+                       table: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Everything after the stem: local mixing, recursion, capsules, head (export feeds folded tokens here);
+        `table` is the pooled n-gram row the head reads beside the token features."""
         with record_function("encoder.embed"):
             x, local = self.mixer(x, mask) if self.mixer is not None else (x, None)
         with record_function("encoder.recursion"):
@@ -415,8 +456,24 @@ class TRMVisionEncoder(nn.Module):
             children = self.children_proj(caps).reshape(b, k, self.cfg.num_children, d)
             checksum_logits = sketches @ self.checksum_planes.to(sketches.dtype)
         with record_function("encoder.head"):
-            logits = self.logits_from_features(self.head_input(sketches, y, local, mask))
+            logits = self.logits_from_features(self.head_input(sketches, y, local, mask, table))
         return {"logits": logits, "sketches": sketches, "children": children, "checksum_logits": checksum_logits}
+
+
+def _is_image(inputs: torch.Tensor) -> bool:
+    """Images are uint8 or floats; glyph ids are other integers."""
+    return inputs.is_floating_point() or inputs.dtype == torch.uint8
+
+
+def _unit_images(inputs: torch.Tensor) -> torch.Tensor:
+    return inputs.float().div(255.0) if inputs.dtype == torch.uint8 else inputs
+
+
+def _uint8_cells(cells: torch.Tensor) -> "np.ndarray":
+    """Atlas cells as uint8 numpy [G, ch, cw] (floats in [0, 1] scaled back): what glyph keys are hashed from."""
+    if cells.dtype != torch.uint8:
+        cells = (cells.float() * 255).round().clamp(0, 255).to(torch.uint8)
+    return cells.detach().cpu().numpy()
 
 
 def ink_lengths(images: torch.Tensor, cell_height: int, cell_width: int) -> torch.Tensor:

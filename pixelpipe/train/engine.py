@@ -36,6 +36,7 @@ from ..data.augment import augment_batch, images_from_glyphs
 from ..data.cache import StepBatch
 from ..data.windows import random_windows, trim
 from ..model import checkpoint as ckpt
+from .optim import LazyAdamW, dense_grad_params
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 # fp16: consecutive non-finite steps the GradScaler may skip (halving its scale each time) before training stops.
@@ -309,14 +310,26 @@ def compile_model(model: nn.Module, mode: str, grad_accum_steps: int,
     return torch.compile(model, mode=mode), mode
 
 
+NO_DECAY = ("pos_embed", "queries", "ngrams.table")  # matrices that are embeddings, not maps
+
+
+def sparse_tables(model: nn.Module, device: torch.device) -> None:
+    """Embedding tables take sparse gradients on CPU (a lazy row update instead of a pass over every row);
+    on CUDA dense ones (NCCL cannot all-reduce sparse tensors, and a dense pass is cheap on a GPU)."""
+    for m in model.modules():
+        if isinstance(m, nn.Embedding):
+            m.sparse = device.type == "cpu"
+
+
 def param_groups(modules: list[nn.Module], weight_decay: float) -> list[dict]:
-    """Decay matrices and conv kernels only (nanoGPT's rule): not norms, biases or embeddings."""
+    """Decay matrices and conv kernels only (nanoGPT's rule): not norms, biases or embeddings (positions, capsule
+    queries, the n-gram tables)."""
     decay, no_decay = [], []
     for m in modules:
         for name, p in m.named_parameters():
             if not p.requires_grad:
                 continue
-            (decay if p.dim() >= 2 and "pos_embed" not in name and "queries" not in name else no_decay).append(p)
+            (decay if p.dim() >= 2 and not any(k in name for k in NO_DECAY) else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
@@ -355,9 +368,12 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
     return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
 
 
-def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs, lengths) the encoder takes: images when the batch carries them (augmentation), else glyph ids."""
-    return (batch["image"] if "image" in batch else batch["glyphs"]), batch["length"]
+def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(inputs, lengths, glyphs) the encoder takes: images when the batch carries them (augmentation), with the
+    glyph ids they were assembled from (the n-gram tables hash those), else glyph ids alone."""
+    if "image" in batch:
+        return batch["image"], batch["length"], batch["glyphs"]
+    return batch["glyphs"], batch["length"], None
 
 
 def trimmed(batch: dict[str, torch.Tensor], line_chars: int, lines: int) -> dict[str, torch.Tensor]:
@@ -452,14 +468,12 @@ class Trainer:
 
         model.activation_checkpointing = engine.activation_checkpointing
         model.grad_free_cycles = engine.grad_free_cycles
+        sparse_tables(model, device)
         if engine.channels_last:
             model.to(memory_format=torch.channels_last)
         self.forward_model, self.compile_mode = compile_model(model, engine.compile, self.accum, log)
         self.step_module = wrap_ddp(ObjectiveStep(self.forward_model, objective), device, self.dist)
-        self.optimizer = torch.optim.AdamW(
-            param_groups([model, objective], train.weight_decay), lr=train.lr, betas=(0.9, 0.95),
-            fused=device.type == "cuda",
-        )
+        self.optimizer = LazyAdamW(param_groups([model, objective], train.weight_decay), lr=train.lr, betas=(0.9, 0.95))
         n = len(train_set)
         if n < train.batch_size:
             raise ValueError(f"{desc}: train split has {n} samples, fewer than batch_size {train.batch_size}")
@@ -583,7 +597,8 @@ class Trainer:
         self.timer.start("optimizer")
         if self.train.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
-            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            # the dense weights' norm: a table's sparse rows are Adam-normalized per row anyway
+            params = dense_grad_params(p for g in self.optimizer.param_groups for p in g["params"])
             torch.nn.utils.clip_grad_norm_(params, self.train.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()

@@ -25,6 +25,7 @@ from ..core.hardware import DeviceInfo, detect_device
 from ..core.io import read_json, sha256_file, write_text
 from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
 from ..data.consolidate import open_dataset
+from ..data.scripts import known_scripts
 from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample, init_seed_everything
@@ -57,12 +58,15 @@ def text_length(train_cfg: dict, manifest: dict) -> dict:
 
 
 def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> dict:
-    """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths, and
-    which glyphs the training texts contain (predict's notice about characters training never saw)."""
+    """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths, which
+    glyphs the training texts contain (predict's notice about characters training never saw) and the scripts of
+    their letters (a text with none of them gets no language)."""
     counts = train_split.manifest["glyph_counts"]
+    trained = [i for i, c in enumerate(counts) if c > 0]
+    clusters = train_split.atlas.clusters
     return {"labels": labels, "render": train_split.render_settings, "atlas": train_split.manifest["atlas"],
             "text_length": text_length(role_cfg["train"], train_split.manifest),
-            "trained_glyphs": [i for i, c in enumerate(counts) if c > 0]}
+            "trained_glyphs": trained, "scripts": known_scripts(clusters[i] for i in trained)}
 
 
 def augmenter(role_cfg: dict, split: CacheSplit, labels: list[str], seed: int) -> TextAugmenter | None:

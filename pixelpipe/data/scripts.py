@@ -1,0 +1,99 @@
+"""Which writing system a letter belongs to, so a model can say "no language" instead of guessing.
+
+A classifier trained on some languages answers for any input: three emoji or
+a sentence in a script none of its languages uses still get the most
+probable of its labels, often with a probability near one. The models record
+the scripts of the letters their training texts contain (`known_scripts`);
+a text with no letter at all, or whose letters all belong to scripts outside
+that set, gets no label and a reason (`unknown_reason`). The script of a
+letter is read from its Unicode name (what the corpus's own script filter
+uses): "LATIN SMALL LETTER A" is Latin, "CJK UNIFIED IDEOGRAPH-4E2D" is CJK,
+width and compatibility variants count as their base script.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from collections.abc import Iterable
+
+import numpy as np
+
+# Name prefixes that are not a script: the script is the next word(s).
+_WIDTH = ("FULLWIDTH ", "HALFWIDTH ", "SMALL ", "MATHEMATICAL ", "PARENTHESIZED ", "CIRCLED ", "SQUARED ")
+# Scripts whose names are two words (the first word alone would be ambiguous or wrong).
+_TWO_WORDS = ("OL CHIKI", "NEW TAI", "TAI LE", "TAI THAM", "TAI VIET", "SYLOTI NAGRI", "MEETEI MAYEK", "OLD ITALIC",
+              "CANADIAN SYLLABICS", "NKO", "HANIFI ROHINGYA", "MASARAM GONDI", "GUNJALA GONDI", "PAU CIN")
+# One script under several name prefixes.
+_SAME = {"HIRAGANA": "KANA", "KATAKANA": "KANA", "KATAKANA-HIRAGANA": "KANA", "IDEOGRAPHIC": "CJK",
+         "KANGXI": "CJK", "BOPOMOFO": "CJK"}
+
+
+@functools.lru_cache(maxsize=65536)
+def letter_script(ch: str) -> str | None:
+    """The script of one letter (Unicode category L*), None for anything else (digits, punctuation, emoji,
+    marks, modifier letters)."""
+    if not unicodedata.category(ch).startswith("L") or unicodedata.category(ch) == "Lm":
+        return None
+    name = unicodedata.name(ch, "")
+    for prefix in _WIDTH:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    for two in _TWO_WORDS:
+        if name.startswith(two):
+            return two
+    first = name.split(" ", 1)[0] if name else ""
+    return _SAME.get(first, first) or None
+
+
+def text_scripts(text: str) -> set[str]:
+    """The scripts of the letters of `text` (empty when it has none)."""
+    return {s for s in map(letter_script, text) if s is not None}
+
+
+def known_scripts(characters: Iterable[str]) -> list[str]:
+    """Sorted scripts of the letters among `characters` (the clusters training texts contain)."""
+    found: set[str] = set()
+    for cluster in characters:
+        found |= text_scripts(cluster)
+    return sorted(found)
+
+
+def unknown_reason(text: str, known: Iterable[str]) -> str | None:
+    """Why `text` gets no language, or None when a model trained on letters of `known` scripts may answer:
+    it has no letter, or every letter is of a script no training text used."""
+    scripts = text_scripts(text)
+    if not scripts:
+        return "no letters"
+    if scripts.isdisjoint(known):
+        return "letters of a script no training language uses (" + ", ".join(sorted(scripts)).lower() + ")"
+    return None
+
+
+class ScriptGate:
+    """`unknown_reason` for laid-out texts, vectorized over glyph ids: per glyph, whether it holds a letter and
+    whether one of a known script (recomputed when the atlas grows)."""
+
+    def __init__(self, known: Iterable[str]) -> None:
+        self.known = frozenset(known)
+        self.clusters: list[str] = []
+        self.letter = np.zeros(0, bool)
+        self.known_letter = np.zeros(0, bool)
+
+    def update(self, clusters: list[str]) -> None:
+        """Classify the glyphs added to the atlas since the last call (`clusters` in glyph-id order)."""
+        new = clusters[len(self.clusters) :]
+        scripts = [text_scripts(c) for c in new]
+        self.letter = np.concatenate([self.letter, np.array([bool(s) for s in scripts], bool)])
+        self.known_letter = np.concatenate([self.known_letter, np.array([bool(s & self.known) for s in scripts], bool)])
+        self.clusters = list(clusters)
+
+    def reasons(self, ids: np.ndarray, lengths: np.ndarray) -> list[str | None]:
+        """Per text of glyph ids [N, cells] and lengths [N]: None, or why it gets no language."""
+        inside = np.arange(ids.shape[1])[None, :] < np.asarray(lengths)[:, None]
+        answerable = (self.known_letter[ids] & inside).any(1)
+        out: list[str | None] = [None] * len(ids)
+        for i in np.flatnonzero(~answerable):
+            text = "".join(self.clusters[g] for g in ids[i, : lengths[i]])
+            out[i] = unknown_reason(text, self.known) or "no letters"
+        return out

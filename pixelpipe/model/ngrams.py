@@ -1,0 +1,84 @@
+"""Hashed glyph n-gram tables: what words look like, held in a table that costs one lookup per n-gram.
+
+The pixel stem and its n-gram convolution see a few characters at a time
+through a handful of filters; a language's vocabulary needs far more
+capacity than that, and a table holds it without FLOPs (fastText, py3langid).
+`GlyphNgrams` hashes every glyph n-gram of order 1..N of a text (keys from
+the glyphs' pixels: pixelpipe.data.glyphkeys) into one of 2^bits rows of an
+embedding table and returns the mean of their rows. The same integer
+arithmetic runs here, in numpy (the reference, tested equal) and in the
+exported ONNX graph, so the deployed model indexes exactly the rows training
+learned. On CPU the table's gradient is sparse (only the rows a batch
+touches), which the engine's optimizer updates lazily (train.optim).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data.glyphkeys import KEY_BITS, KEY_MOD, MIX, cell_keys, key_weights, order_salts
+
+
+def ngram_buckets(keys: torch.Tensor, lengths: torch.Tensor, salts: torch.Tensor,
+                  bucket_bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(bucket ids [B, T + 2, N], valid [B, T + 2, N]) of every n-gram of order 1..N.
+
+    `keys` int64 [B, T, N]: each position's glyph keys in reading order (zero, the blank's, past a text's end);
+    `lengths` [B]. Entry [b, p, n - 1] is the order-n n-gram starting at position p of the text padded with
+    one blank on each side; it is valid when it ends at or before the closing blank (p <= length + 2 - n)."""
+    b, t, orders = keys.shape
+    padded = F.pad(keys, (0, 0, 1, 1))  # [B, T + 2, N]: the blank before and after (keys 0)
+    span = t + 2
+    h = padded[:, :, 0]
+    hashes = [h]
+    for n in range(2, orders + 1):
+        h = h[:, :-1] + padded[:, n - 1 :, n - 1]  # starts 0 .. span - n
+        hashes.append(F.pad(h, (0, n - 1)))
+    stacked = torch.stack(hashes, -1)  # [B, span, N]
+    ids = torch.remainder(torch.remainder(stacked + salts, KEY_MOD) * MIX, KEY_MOD) // (1 << (KEY_BITS - bucket_bits))
+    p = torch.arange(span, device=keys.device)[None, :, None]
+    order = torch.arange(1, orders + 1, device=keys.device)[None, None, :]
+    valid = p <= lengths.to(keys.device)[:, None, None] + 2 - order
+    return ids, valid
+
+
+def pixel_keys(cells: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """int64 keys [..., N] of uint8-valued cells [..., ch * cw] (torch twin of glyphkeys.cell_keys)."""
+    flat = cells.to(torch.int64)
+    return torch.stack([torch.remainder((flat * w).sum(-1), KEY_MOD) for w in weights], -1)
+
+
+class GlyphNgrams(nn.Module):
+    """Mean of the table rows of a text's hashed glyph n-grams, order 1..`orders`."""
+
+    def __init__(self, orders: int, bucket_bits: int, dim: int, pixels: int) -> None:
+        super().__init__()
+        self.orders, self.bucket_bits = orders, bucket_bits
+        self.table = nn.Embedding(1 << bucket_bits, dim, sparse=True)
+        nn.init.normal_(self.table.weight, std=0.02)
+        self.register_buffer("salts", torch.from_numpy(order_salts(orders)), persistent=False)
+        self.register_buffer("weights", torch.from_numpy(key_weights(pixels, orders)), persistent=False)
+        # keys of the atlas's glyphs [G, N], set with the atlas (they are a function of its pixels)
+        self.register_buffer("keys", torch.zeros(1, orders, dtype=torch.int64), persistent=False)
+
+    def set_atlas(self, cells: np.ndarray) -> None:
+        """Keys of the uint8 atlas cells [G, ch, cw] (glyph id = index)."""
+        self.keys = torch.from_numpy(cell_keys(cells, self.orders)).to(self.keys.device)
+
+    def pooled(self, keys: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """[B, dim]: mean row over every valid n-gram of the key sequences [B, T, N]."""
+        ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits)
+        rows = self.table(ids.reshape(ids.shape[0], -1))  # [B, P * N, dim]
+        w = valid.reshape(valid.shape[0], -1, 1).to(rows.dtype)
+        return (rows * w).sum(1) / w.sum(1).clamp(min=1)
+
+    def from_glyphs(self, glyphs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Pooled rows of glyph ids [B, T] (blank, id 0, past each text's end)."""
+        return self.pooled(self.keys[glyphs], lengths)
+
+    def from_cells(self, cells: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Pooled rows of image cells [B, T, ch * cw] (uint8 values): keys straight from the pixels."""
+        return self.pooled(pixel_keys(cells, self.weights), lengths)

@@ -1,0 +1,91 @@
+"""AdamW for the dense weights and lazy Adam for the rows of the n-gram tables, as one optimizer.
+
+A batch touches a few thousand of an n-gram table's million rows. Dense
+AdamW would move every row every step (its moments decay even where the
+gradient is zero): on a CPU that costs more than the whole forward pass. The
+tables therefore return sparse gradients, and their rows are updated the way
+torch.optim.SparseAdam does it (moments and weights of the touched rows
+only, no weight decay). Keeping both in one Optimizer leaves everything that
+handles "the optimizer" alone: the LR schedule, gradient scaling, checkpoints
+(the state has AdamW's keys for every parameter) and the batch-size finder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+
+class LazyAdamW(torch.optim.Optimizer):
+    """AdamW (decoupled weight decay) for dense gradients; SparseAdam's lazy row update for sparse ones."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+        if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"invalid LazyAdamW hyper-parameters lr={lr} betas={betas} eps={eps} wd={weight_decay}")
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    def _state(self, p: torch.Tensor) -> dict:
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: D102 (torch's signature)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self._state(p)
+                state["step"] += 1
+                t = float(state["step"])
+                bias1, bias2 = 1 - beta1**t, 1 - beta2**t
+                if p.grad.is_sparse:
+                    _sparse_update(p, p.grad, state, lr, beta1, beta2, eps, bias1, bias2)
+                else:
+                    _dense_update(p, p.grad, state, lr, beta1, beta2, eps, wd, bias1, bias2)
+        return loss
+
+
+def _dense_update(p: torch.Tensor, grad: torch.Tensor, state: dict, lr: float, beta1: float, beta2: float, eps: float,
+                  wd: float, bias1: float, bias2: float) -> None:
+    if wd:
+        p.mul_(1 - lr * wd)
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    m.lerp_(grad, 1 - beta1)
+    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    denom = (v.sqrt() / math.sqrt(bias2)).add_(eps)
+    p.addcdiv_(m, denom, value=-lr / bias1)
+
+
+def _sparse_update(p: torch.Tensor, grad: torch.Tensor, state: dict, lr: float, beta1: float, beta2: float,
+                   eps: float, bias1: float, bias2: float) -> None:
+    """Adam on the rows the gradient holds (torch.optim.SparseAdam's update; a row's moments move only when
+    the row is touched)."""
+    grad = grad.coalesce()
+    rows, values = grad.indices()[0], grad.values()
+    if rows.numel() == 0:
+        return
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    m_rows = m.index_select(0, rows).lerp_(values, 1 - beta1)
+    v_rows = v.index_select(0, rows).mul_(beta2).addcmul_(values, values, value=1 - beta2)
+    m.index_copy_(0, rows, m_rows)
+    v.index_copy_(0, rows, v_rows)
+    step = (m_rows / bias1) / (v_rows.sqrt() / math.sqrt(bias2)).add_(eps)
+    p.index_add_(0, rows, step, alpha=-lr)
+
+
+def dense_grad_params(params: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    """The parameters whose gradient is dense (gradient clipping's norm is taken over these)."""
+    return [p for p in params if p.grad is None or not p.grad.is_sparse]
