@@ -102,6 +102,7 @@ class TrainSettings(Section):
     window_min_chars: int
     augment: list[str]
     augment_prob: float
+    calibrate: bool
 
 
 @dataclass

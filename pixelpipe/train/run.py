@@ -29,6 +29,7 @@ from ..data.scripts import known_scripts
 from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample, init_seed_everything
+from .calibrate import calibrate, fold_temperature
 from .distill import ClassificationObjective, DistillationObjective, DistillSettings
 from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, intra_op_threads
 from .parts import PartTimer
@@ -189,6 +190,26 @@ def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str
     write_text(marker, fingerprint + "\n")
 
 
+def calibrated(model: TRMVisionEncoder, val_set, train_cfg: dict, engine: EngineSettings, device: torch.device,
+               seed: int, micro: int, log: Callable[[str], None]) -> dict | None:
+    """Temperature scaling on the val split, folded into the head (train.calibrate); rank 0 fits, every rank folds
+    its temperature, so the processes keep identical weights."""
+    if not train_cfg["calibrate"] or val_set is None or not len(val_set):
+        return None
+    d = distributed.current()
+    found = None
+    if d.main:
+        found = calibrate(model, val_set, device, engine.precision, max(64, micro), train_cfg["window_min_chars"],
+                          seed).to_dict()
+    found = distributed.broadcast(found, d)
+    if not d.main:
+        fold_temperature(model, found["temperature"])
+    log(f"calibration: temperature {found['temperature']:.3f}; val NLL {found['nll_before']:.4f} -> "
+        f"{found['nll_after']:.4f}, ECE {100 * found['ece_before']:.2f} -> {100 * found['ece_after']:.2f} % "
+        f"({found['samples']} texts and windows)")
+    return found
+
+
 def _train_and_save(
     role: str,
     cfg: dict,
@@ -230,13 +251,15 @@ def _train_and_save(
                            device_capability=list(info.capability) if info.capability else None,
                            batch_size_requested=role_cfg["train"]["batch_size"], batch_size_search=search)
     forward_parts = parts.summary() if parts is not None else {}
+    calibration = calibrated(model, val_set, tcfg, engine, device, cfg["seed"], trainer.micro, log)
     test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
     log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     mean_chars = float(train_set.split.manifest.get("mean_clusters") or model.cfg.cells)
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
                "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
                "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model),
-               "mflops_per_text": flops_per_sample(model.cfg, mean_chars) / 1e6, "mean_chars": mean_chars}
+               "mflops_per_text": flops_per_sample(model.cfg, mean_chars) / 1e6, "mean_chars": mean_chars,
+               "calibration": calibration}
     t_write = time.perf_counter()
     if trainer.dist.main:
         save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
