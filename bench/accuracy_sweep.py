@@ -102,7 +102,7 @@ def deployed_speed(student: Path, texts: list[str], out: Path) -> dict:
 def heldout(scorers: dict, cfg: dict, labels: list[str]) -> dict:
     settings = EvaluateSettings.from_section(cfg["evaluate"])
     sets = heldout_sets(settings, labels, cfg["render"]["fonts"], cfg["seed"])
-    rows, _ = score(scorers, sets, settings.perturbations, cfg["seed"], log=lambda m: None)
+    rows = score(scorers, sets, settings.perturbations, cfg["seed"], log=lambda m: None).rows
     out = {}
     for model in scorers:
         clean = accuracy_table(rows, perturbation="clean", set=list(sets))

@@ -3,7 +3,8 @@
 import numpy as np
 import torch
 
-from pixelpipe.train.calibrate import expected_calibration_error, fit_temperature, fold_temperature, reliability
+from pixelpipe.core.reliability import expected_calibration_error, reliability
+from pixelpipe.train.calibrate import fit_temperature, fold_temperature
 from tests._engine_utils import encoder_config, toy_atlas
 from pixelpipe.model.encoder import TRMVisionEncoder
 

@@ -49,24 +49,66 @@ def test_scores_by_bucket_and_goal_lengths_and_tables():
                                                    "label": ["x", "y", "x", "y"], "source": "s"})}
     right = lambda texts: ["x" if t[0] in "ac" else "y" for t in texts]  # noqa: E731
     wrong_long = lambda texts: ["x" if len(t) < 40 and t[0] == "a" else "y" for t in texts]  # noqa: E731
-    rows, examples = score({"good": right, "bad": wrong_long}, sets, [], seed=0, log=lambda m: None)
-    table = accuracy_table(rows, perturbation="clean", set="ui")
+    scores = score({"good": right, "bad": wrong_long}, sets, [], seed=0, log=lambda m: None, common=["y"])
+    table = accuracy_table(scores.rows, perturbation="clean", set="ui")
     assert table.loc["all", "good"] == 100.0 and table.loc["all", "bad"] == 75.0
     assert table.loc["40-100", "bad"] == 0.0 and table.loc[">40", "good"] == 100.0
     assert [b[0] for b in BUCKETS] == ["<20", "20-40", "40-100", ">100"] and bucket_of(40) == "20-40"
-    assert examples["bad"] == [{"set": "ui", "text": "c" * 50, "label": "x"}] and examples["good"] == []
+    assert scores.examples["bad"] == [{"set": "ui", "text": "c" * 50, "label": "x"}] and scores.examples["good"] == []
+    # the texts of the languages a reference knows ("y"), counted apart; per language, what each was read as
+    common = accuracy_table(scores.rows, perturbation="clean", set="ui", scope="common")
+    assert common.loc["all", "bad"] == 100.0 and "40-100" not in common.index
+    assert scores.languages["bad"] == {"x": {"n": 2, "correct": 1, "read_as": {"y": 1}},
+                                       "y": {"n": 2, "correct": 2, "read_as": {}}}
 
 
-def test_goals_compare_the_deployed_model_with_py3langid_and_the_student_with_the_teacher():
-    def rows_for(model, correct):
+def test_a_reference_in_its_own_codes_is_scored_by_its_label_key():
+    """py3langid answers "zh" for both Chinese scripts and "no" for Bokmal: its key maps the true label."""
+    from pixelpipe.deploy.scorers import reference_code
+
+    sets = {"ui": __import__("pandas").DataFrame({"text": ["a", "b", "c"], "label": ["zh-Hant", "nb", "de"],
+                                                   "source": "s"})}
+
+    class Ref:
+        label_key = staticmethod(reference_code)
+
+        def __call__(self, texts):
+            return ["zh", "no", "nl"]
+
+    scores = score({"ref": Ref()}, sets, [], seed=0, log=lambda m: None)
+    assert accuracy_table(scores.rows, perturbation="clean", set="ui").loc["all", "ref"] == 200 / 3
+    assert scores.languages["ref"]["de"]["read_as"] == {"nl": 1}
+
+
+def test_calibration_of_held_out_texts_bins_every_classified_text():
+    import pandas as pd
+
+    from pixelpipe.deploy.evaluation import heldout_calibration
+
+    sets = {"ui": pd.DataFrame({"text": ["a", "b", "c", "d"], "label": ["x", "y", "x", "y"], "source": "s"})}
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [np.nan, np.nan]])
+    cal = heldout_calibration(lambda texts: probs, ["x", "y"], sets)
+    assert cal["texts"] == 3 and sum(b["n"] for b in cal["bins"]) == 3
+    assert abs(cal["ece"] - (0.1 + 0.2 + 0.4) / 3) < 1e-9
+
+
+def test_goals_compare_teacher_student_baseline_and_py3langid_per_bucket():
+    def rows_for(model, correct, buckets=("<20", "20-40", "40-100", "15-40", ">40", "all")):
         return [{"model": model, "set": s, "perturbation": p, "bucket": b, "n": 1000, "correct": correct}
                 for s in ("prose", "phrases", "ui") for p in ("clean", "lookalikes", "no_diacritics", "typos")
-                for b in (">40", "15-40", "all")]
+                for b in buckets]
 
-    rows = rows_for("onnx_fp32", 996) + rows_for("py3langid", 998) + rows_for("teacher", 997) + rows_for("student", 996)
+    rows = (rows_for("onnx_fp32", 996) + rows_for("py3langid", 998) + rows_for("teacher", 997)
+            + rows_for("student", 996) + rows_for("ngram", 990))
     got = {g["goal"]: g["met"] for g in goals(rows)}
-    assert got["onnx_fp32 >40 chars >= 99.5 %"] is True and got["onnx_fp32 >40 chars >= py3langid"] is False
-    assert got["student within 0.3 of teacher"] is True and got["onnx_int8 >40 chars >= 99.5 %"] is None
+    assert got["teacher >= student, all sets"] is True and got["teacher >= ngram, <20 chars"] is True
+    assert got["onnx_fp32 >= ngram, 20-40 chars"] is True and got["onnx_fp32 >= py3langid, 40-100 chars"] is False
+    assert got["onnx_int8 within 0.3 of student"] is None and got["onnx_fp32 within 0.3 of student"] is True
+    assert "teacher >= student, >100 chars" not in got  # no text of that length: no goal
     md = render_markdown({"rows": rows, "sets": {"prose": 1, "phrases": 1, "ui": 1}, "sources": ["udhr"],
-                          "goals": goals(rows)})
-    assert "| onnx_fp32 >40 chars >= py3langid | 99.60 | 99.80 | **no** |" in md
+                          "goals": goals(rows), "calibration": {"ece": 0.0123, "texts": 5,
+                                                                "bins": [{"low": 0.9, "high": 1.0, "n": 5,
+                                                                          "confidence": 0.95, "accuracy": 0.94}]},
+                          "languages": {"onnx_fp32": {"de": {"n": 4, "correct": 3, "read_as": {"nl": 1}}}}})
+    assert "| onnx_fp32 >= py3langid, all sets | 99.60 | 99.80 | **no** |" in md
+    assert "Expected calibration error 1.23 %" in md and "de -> nl 1" in md

@@ -5,7 +5,7 @@ import torch
 
 from pixelpipe.core.io import read_json
 from pixelpipe.deploy.onnxmodel import verify_onnx
-from pixelpipe.deploy.evaluation import EvaluateSettings, heldout_sets, score
+from pixelpipe.deploy.evaluation import EvaluateSettings, heldout_calibration, heldout_sets, score
 from pixelpipe.deploy.evaluation_report import write_outputs
 from pixelpipe.deploy.scorers import BaselineScorer, OnnxScorer, TorchScorer, py3langid_scorer
 from pixelpipe.scripts import stage
@@ -22,12 +22,16 @@ with stage(sm) as (log, meter):
                "onnx_fp32": OnnxScorer(sm.input.onnx), "onnx_int8": OnnxScorer(sm.input.int8),
                "ngram": BaselineScorer(sm.input.baseline, labels)}
     reference = py3langid_scorer(labels)
-    if reference is not None:
-        scorers["py3langid"] = reference
+    if reference is not None:  # restricted to the languages it shares with the model, and with all of its own
+        scorers["py3langid"], scorers["py3langid_all"] = reference, py3langid_scorer(labels, restricted=False)
+    common = reference.known if reference is not None and len(reference.known) < len(labels) else None
     sets = heldout_sets(settings, labels, sm.params.fonts, sm.params.seed)
-    rows, examples = score(scorers, sets, settings.perturbations, sm.params.seed, log)
-    write_outputs({"sources": settings.sources, "sets": {k: len(v) for k, v in sets.items()}, "rows": rows,
-                   "examples": examples, "missing": [] if reference is not None else ["py3langid (not installed)"]},
+    scores = score(scorers, sets, settings.perturbations, sm.params.seed, log, common)
+    calibration = heldout_calibration(scorers["onnx_fp32"].proba, labels, sets)
+    write_outputs({"sources": settings.sources, "sets": {k: len(v) for k, v in sets.items()}, "rows": scores.rows,
+                   "examples": scores.examples, "languages": scores.languages, "calibration": calibration,
+                   "reference_languages": reference.known if reference is not None else [],
+                   "missing": [] if reference is not None else ["py3langid (not installed)"]},
                   sm.output.json, sm.output.md, sm.output.png)
     log(Path(sm.output.md).read_text())
     meter.record(samples=sum(len(v) for v in sets.values()) * (1 + len(settings.perturbations)) * len(scorers))

@@ -62,6 +62,10 @@ class OnnxScorer:
     def __call__(self, texts: list[str]) -> list[str]:
         return [p.label or "" for p in self.predictor.predict(texts)]
 
+    def proba(self, texts: list[str]) -> "np.ndarray":
+        """Probabilities [N, classes] (NaN rows for texts that cannot be classified)."""
+        return self.predictor.predict_proba(texts)[0]
+
 
 class BaselineScorer:
     """The character n-gram baseline trained on the same corpus."""
@@ -77,19 +81,40 @@ class BaselineScorer:
         return [self.labels[p] for p in predict(self.model, texts)]
 
 
-def py3langid_scorer(labels: Sequence[str]):
-    """py3langid restricted to `labels`, or None when it is not installed (an optional benchmark dependency)."""
-    try:
+# Our labels that py3langid spells otherwise (it has "no" for Norwegian Bokmal); a script or region subtag is
+# dropped (zh-Hans and zh-Hant are both its "zh", sr-Latn its "sr").
+REFERENCE_ALIASES = {"nb": "no"}
+
+
+def reference_code(label: str) -> str:
+    """py3langid's code for one of our labels."""
+    base = label.split("-")[0]
+    return REFERENCE_ALIASES.get(base, base)
+
+
+class ReferenceScorer:
+    """py3langid (an optional benchmark dependency): restricted to the languages it shares with the model (as its
+    `set_languages`), or with all of its languages. It answers in its own codes; `label_key` maps a true label to
+    the code that counts as right, and `known` lists the model's labels it can answer at all."""
+
+    def __init__(self, labels: Sequence[str], restricted: bool) -> None:
         from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        self.ident = LanguageIdentifier.from_model_file(MODEL_FILE)
+        self.known = [lab for lab in labels if reference_code(lab) in self.ident.nb_classes]
+        if restricted:
+            self.ident.set_languages(sorted({reference_code(lab) for lab in self.known}))
+        self.label_key = reference_code
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        return [self.ident.classify(t)[0] for t in texts]
+
+
+def py3langid_scorer(labels: Sequence[str], restricted: bool = True) -> ReferenceScorer | None:
+    """py3langid over `labels` (restricted to them, or with all its languages), or None when it is not installed
+    or knows fewer than two of them."""
+    try:
+        scorer = ReferenceScorer(labels, restricted)
     except ImportError:
         return None
-    ident = LanguageIdentifier.from_model_file(MODEL_FILE)
-    known = [lab for lab in labels if lab in ident.nb_classes]
-    if len(known) < 2:
-        return None
-    ident.set_languages(known)
-
-    def score(texts: list[str]) -> list[str]:
-        return [ident.classify(t)[0] for t in texts]
-
-    return score
+    return scorer if len(scorer.known) >= 2 else None

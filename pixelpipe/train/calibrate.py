@@ -22,11 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
+from ..core.reliability import expected_calibration_error
 from ..data.windows import random_windows
 from .engine import autocast_context, by_length, collate_fn_of, model_inputs, to_device, trimmed
-
-ECE_BINS = 15
-
 
 @dataclass
 class Calibration:
@@ -41,31 +39,6 @@ class Calibration:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int = ECE_BINS) -> float:
-    """Mean |accuracy - confidence| over equal-width confidence bins, weighted by the bins' sizes (in [0, 1])."""
-    if len(labels) == 0:
-        return float("nan")
-    conf, right = probs.max(1), probs.argmax(1) == labels
-    edges = np.linspace(0, 1, bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
-    total = 0.0
-    for b in range(bins):
-        sel = which == b
-        if sel.any():
-            total += sel.sum() * abs(right[sel].mean() - conf[sel].mean())
-    return float(total / len(labels))
-
-
-def reliability(probs: np.ndarray, labels: np.ndarray, bins: int = ECE_BINS) -> list[dict]:
-    """Per confidence bin: texts, mean confidence, accuracy (the reliability diagram's points)."""
-    conf, right = probs.max(1), probs.argmax(1) == labels
-    edges = np.linspace(0, 1, bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
-    return [{"low": float(edges[b]), "high": float(edges[b + 1]), "n": int((which == b).sum()),
-             "confidence": float(conf[which == b].mean()), "accuracy": float(right[which == b].mean())}
-            for b in range(bins) if (which == b).any()]
 
 
 @torch.inference_mode()
