@@ -23,7 +23,7 @@ import numpy as np
 from pixelpipe.config.resolve import deep_merge, load_config
 from pixelpipe.data.cache import CacheSplit
 from pixelpipe.data.charset import read_charset
-from pixelpipe.data.consolidate import consolidate
+from pixelpipe.data.consolidate import consolidate, dataset_fields
 from pixelpipe.data.corpus import build_corpus, shard_count
 from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import flops_per_sample
@@ -70,13 +70,17 @@ def teacher_for(cfg: dict, data: Path, root: Path) -> tuple[Path, dict]:
 def student_for(cfg: dict, data: Path, teacher: Path, out: Path) -> dict:
     import torch
 
-    dataset = teacher.parent / f"dataset-{teacher.name}"
+    views = cfg["encode"]["views"]
+    suffix = f"-views{views}-{_key(cfg['student']['train'], cfg['seed'])}" if views > 1 else ""
+    dataset = teacher.parent / f"dataset-{teacher.name}{suffix}"
     if not (dataset / "manifest.json").exists():
         model, split = load_teacher(teacher, torch.device("cpu")), CacheSplit(data / "cache" / "train")
         encoded = [dataset / f"shard-{i:05d}.npz" for i in range(len(split.shard_paths))]
         for i, path in enumerate(encoded):
-            encode_shard(model, split.shard(i), path.name, path, torch.device("cpu"), batch_size=256, progress=False)
-        consolidate(encoded, dataset)
+            encode_shard(model, split.shard(i), f"train-{i:05d}", path, torch.device("cpu"), batch_size=256,
+                         progress=False, views=views, window_min_chars=cfg["student"]["train"]["window_min_chars"],
+                         seed=cfg["seed"])
+        consolidate(encoded, dataset, fields=dataset_fields(views))
     t0 = time.perf_counter()
     _, summary = train_student(cfg, data / "cache", dataset, teacher, data / "corpus" / "labels.json", out / "student",
                                out / "checkpoints", log=lambda m: None)

@@ -9,6 +9,7 @@ from snakemake.utils import validate
 from pixelpipe.config.resolve import ConfigError, output_affecting, resolve_config, runtime_resources
 from pixelpipe.data.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
 from pixelpipe.config.stages import benchmark_files, metrics_files
+from pixelpipe.data.consolidate import dataset_fields
 from pixelpipe.report.summary import accuracy_summary
 
 try:
@@ -25,6 +26,7 @@ except CorpusError as err:
     raise WorkflowError(f"pixelpipe: {err}") from None
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
 ENCODED_SPLITS = config["encode"]["splits"]
+DATASET_FILES = [f"{field}.npy" for field in dataset_fields(config["encode"]["views"])]
 
 STUDENT_FILES = multiext("results/student/", "model.safetensors", "config.json", "metrics.csv")
 TEACHER_FILES = multiext("results/teacher/", "model.safetensors", "config.json", "metrics.csv")

@@ -12,6 +12,9 @@ rule encode:
         tf32=config["engine"]["tf32"],
         device=config["hardware"]["device"],
         batch_size=config["encode"]["batch_size"],
+        views=config["encode"]["views"],
+        window_min_chars=config["student"]["train"]["window_min_chars"],
+        seed=config["seed"],
     threads: 2
     resources:
         gpu=lambda wc: 1 if config["hardware"]["profile"] != "cpu" else 0,
@@ -30,7 +33,7 @@ rule consolidate:
     input:
         shards=get_encoded_shards,
     output:
-        arrays=multiext("results/dataset/{split}/", "sketches.npy", "children.npy", "checksums.npy", "logits.npy", "labels.npy"),
+        arrays=multiext("results/dataset/{split}/", *DATASET_FILES),
         manifest="results/dataset/{split}/manifest.json",
         metrics="results/metrics/consolidate/{split}.json",
     log:

@@ -99,3 +99,58 @@ def test_encode_writes_what_the_model_computes(tmp_path):
     np.testing.assert_array_equal(enc["checksums"], np.packbits(bits, axis=-1))
     np.testing.assert_array_equal(pack_bits(torch.from_numpy(bits)).numpy(), np.packbits(bits, axis=-1))
     np.testing.assert_array_equal(enc["labels"], np.arange(37))
+
+
+def test_views_are_the_teachers_reading_of_fixed_windows(tmp_path):
+    """With views, encode also stores the teacher's logits for views - 1 windows of each text, drawn from the seed
+    and the shard's name alone (the same on a rerun, others for another shard), and consolidate keeps them."""
+    import torch
+
+    from pixelpipe.data.consolidate import dataset_fields
+    from pixelpipe.data.render import shard_dtype
+    from pixelpipe.model.encoder import TRMVisionEncoder
+    from pixelpipe.train.encode import encode_shard, windowed_rows
+    from tests._engine_utils import encoder_config, toy_atlas
+
+    model = TRMVisionEncoder(encoder_config(line_chars=6), toy_atlas()).eval()
+    g = np.random.default_rng(1)
+    rows = np.zeros(29, shard_dtype(6, 8))
+    rows["length"] = g.integers(1, 7, 29)
+    rows["glyphs"] = g.integers(1, 8, (29, 6)) * (np.arange(6)[None] < rows["length"][:, None])
+    for name in ("train-00000", "train-00000", "train-00001"):
+        encode_shard(model, rows, name, tmp_path / f"{name}.npz", torch.device("cpu"), batch_size=8, progress=False,
+                     views=3, window_min_chars=2, seed=5)
+    enc, other = np.load(tmp_path / "train-00000.npz"), np.load(tmp_path / "train-00001.npz")
+    windows = enc["view_windows"]
+    assert windows.shape == (29, 2, 2) and enc["view_logits"].shape == (29, 2, model.cfg.num_classes)
+    start, m = windows[..., 0], windows[..., 1]
+    n = rows["length"][:, None]
+    assert (m >= np.minimum(n, 2)).all() and (m <= n).all() and (start + m <= n).all()
+    assert (windows != other["view_windows"]).any()
+    for v in range(2):
+        cut = windowed_rows(rows, windows[:, v])
+        with torch.no_grad():
+            ref = model(torch.from_numpy(cut["glyphs"].astype(np.int64)), torch.from_numpy(cut["length"].astype(np.int64)))
+        np.testing.assert_allclose(enc["view_logits"][:, v], ref["logits"].numpy(), atol=2e-2, rtol=1e-2)
+    manifest = consolidate([tmp_path / "train-00000.npz", tmp_path / "train-00001.npz"], tmp_path / "out",
+                           fields=dataset_fields(3))
+    assert manifest["fields"]["view_windows"]["shape"] == [58, 2, 2] and dataset_fields(1) == dataset_fields(1)[:5]
+
+
+def test_picking_views_takes_the_window_and_its_target():
+    import torch
+
+    from pixelpipe.data.windows import pick_views
+
+    glyphs = torch.tensor([[1, 2, 3, 4, 5, 6]] * 64)
+    batch = {"glyphs": glyphs.clone(), "length": torch.full((64,), 6), "teacher_logits": torch.zeros(64, 2),
+             "view_windows": torch.tensor([[[1, 3], [4, 2]]] * 64, dtype=torch.int16),
+             "view_logits": torch.tensor([[[1.0, 0.0], [0.0, 2.0]]] * 64, dtype=torch.float16)}
+    pick_views(batch, torch.Generator().manual_seed(0))
+    views = {6: ([1, 2, 3, 4, 5, 6], [0.0, 0.0]),  # the whole text, its own target
+             3: ([2, 3, 4, 0, 0, 0], [1.0, 0.0]), 2: ([5, 6, 0, 0, 0, 0], [0.0, 2.0])}  # each window, its logits
+    seen = set()
+    for g, n, t in zip(batch["glyphs"].tolist(), batch["length"].tolist(), batch["teacher_logits"].tolist()):
+        assert (g, t) == views[n]
+        seen.add(n)
+    assert seen == {6, 3, 2}  # every view is drawn

@@ -20,7 +20,8 @@ with stage(sm) as (log, meter):
     index = int(sm.wildcards.i)
     split.verify([index])  # only the shard this job reads
     model = load_teacher(sm.input.model.rsplit("/", 1)[0], device)
-    stats = encode_shard(model, split.shard(index), sm.input.shard.rsplit("/", 1)[-1], sm.output.encoded, device,
-                         precision, sm.params.batch_size, progress=runtime["progress"])
+    stats = encode_shard(model, split.shard(index), f"{sm.wildcards.split}-{sm.wildcards.i}", sm.output.encoded,
+                         device, precision, sm.params.batch_size, progress=runtime["progress"], views=sm.params.views,
+                         window_min_chars=sm.params.window_min_chars, seed=sm.params.seed)
     log(f"encoded {stats['samples']} texts at {stats['rows_per_s']:.0f} texts/s on {info.name}")
     meter.record(**stats, device=info.name, precision=precision)

@@ -1,15 +1,19 @@
-"""Random character windows of glyph-id rows, on the device, for training on mixed lengths.
+"""Character windows of glyph-id rows, on the device, for training on mixed lengths.
 
 A short phrase is only in distribution if training saw short texts. A text
 is its glyph ids in reading order, so a window of `m` characters starting at
 character `a` is a gather of ids `a .. a+m-1` to the front of the row, the
 rest blank: no re-rendering, the same for one line or several. `trim` then
 drops the columns no text of the batch reaches (the model masks past each
-text's end, so the result does not depend on the padding).
+text's end, so the result does not depend on the padding). Windows are
+drawn afresh each step (`random_windows`), or are the fixed views the frozen
+teacher encoded (`view_windows`, `pick_views`), so the student's target for a
+window is the teacher's reading of that window, not of the whole text.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -37,10 +41,45 @@ def random_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Gener
     m = torch.where(use, m, n)
     start = (draw() * (n - m + 1)).long().clamp(max=n - m)
     start = torch.where(use, start, torch.zeros_like(start))
-    j = torch.arange(total, device=dev)
-    src = (start[:, None] + j[None]).clamp(max=total - 1)
-    picked = glyphs.gather(1, src) * (j[None] < m[:, None]).to(glyphs.dtype)
-    return picked, m
+    return take_windows(glyphs, start, m)
+
+
+def take_windows(glyphs: torch.Tensor, start: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(glyphs, lengths): characters start .. start + m - 1 of each row moved to its front, blank after."""
+    total = glyphs.shape[1]
+    j = torch.arange(total, device=glyphs.device)
+    src = (start[:, None].long() + j[None]).clamp(max=total - 1)
+    return glyphs.gather(1, src) * (j[None] < m[:, None]).to(glyphs.dtype), m.long()
+
+
+def view_windows(lengths: np.ndarray, views: int, min_chars: int, seed: int, key: int) -> np.ndarray:
+    """int16 [N, views - 1, 2]: (start, length) of the fixed windows the teacher encodes besides each whole text,
+    drawn like `random_windows` (lengths uniform from `min_chars`, or the text's length if shorter, to the text's
+    length; starts uniform), from (seed, key) alone (key: the shard's)."""
+    rng = np.random.default_rng([seed, key, 0x71E3])
+    n = np.maximum(np.asarray(lengths, np.int64), 1)[:, None]
+    shortest = np.minimum(n, min_chars)
+    m = np.minimum(shortest + (rng.random((len(n), views - 1)) * (n - shortest + 1)).astype(np.int64), n)
+    start = np.minimum((rng.random((len(n), views - 1)) * (n - m + 1)).astype(np.int64), n - m)
+    return np.stack([start, m], -1).astype(np.int16)
+
+
+def pick_views(batch: dict[str, torch.Tensor], gen: torch.Generator, rows: tuple[int, int] | None = None) -> None:
+    """Each row becomes one of its encoded views, drawn uniformly: the whole text, or one of the fixed windows the
+    teacher encoded (`view_windows`), with the teacher's logits for that view as its target (in place). A window
+    that a training rewrite made longer than the text is cut to it."""
+    glyphs, lengths, windows = batch["glyphs"], batch["length"], batch["view_windows"].long()
+    b = glyphs.shape[0]
+    first, whole = rows or (0, b)
+    views = windows.shape[1] + 1
+    v = (torch.rand(whole, generator=gen, device=glyphs.device)[first : first + b] * views).long().clamp(max=views - 1)
+    chosen = windows[torch.arange(b, device=glyphs.device), (v - 1).clamp(min=0)]
+    n = lengths.long()
+    start = torch.where(v > 0, chosen[:, 0].clamp(max=n - 1), torch.zeros_like(n))
+    m = torch.where(v > 0, torch.minimum(chosen[:, 1], n - start), n)
+    batch["glyphs"], batch["length"] = take_windows(glyphs, start, m)
+    target = batch["view_logits"][torch.arange(b, device=glyphs.device), (v - 1).clamp(min=0)].to(torch.float32)
+    batch["teacher_logits"] = torch.where((v > 0)[:, None], target, batch["teacher_logits"].float())
 
 
 def trim(glyphs: torch.Tensor, lengths: torch.Tensor, line_chars: int, lines: int) -> torch.Tensor:

@@ -9,6 +9,7 @@ compute goes to padding.
 from __future__ import annotations
 
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
@@ -21,22 +22,25 @@ from ..core.io import atomic_path
 from ..core.order import longest_first
 from ..core.timing import ComponentTimer
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits
-from ..data.windows import trim
+from ..data.windows import trim, view_windows
 from .engine import autocast_context, halve_on_oom
 
-ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
 
 
-def encoded_fields(cfg: EncoderConfig, n: int) -> dict[str, tuple[tuple[int, ...], type]]:
-    """Shape and dtype of every array encode writes for `n` samples: the planner sizes encoded shards and the
-    consolidated dataset from this same spec."""
-    return {
+def encoded_fields(cfg: EncoderConfig, n: int, views: int = 1) -> dict[str, tuple[tuple[int, ...], type]]:
+    """Shape and dtype of every array encode writes for `n` samples (and `views` - 1 windows of each): the
+    planner sizes encoded shards and the consolidated dataset from this same spec."""
+    fields: dict[str, tuple[tuple[int, ...], type]] = {
         "sketches": ((n, cfg.num_capsules, cfg.dim), np.float16),
         "children": ((n, cfg.num_capsules, cfg.num_children, cfg.dim), np.float16),
         "checksums": ((n, cfg.num_capsules, cfg.checksum_bits // 8), np.uint8),
         "logits": ((n, cfg.num_classes), np.float32),
         "labels": ((n,), np.int64),
     }
+    if views > 1:
+        fields["view_logits"] = ((n, views - 1, cfg.num_classes), np.float16)
+        fields["view_windows"] = ((n, views - 1, 2), np.int16)
+    return fields
 
 
 def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
@@ -158,6 +162,29 @@ def pack_bits(bits: torch.Tensor) -> torch.Tensor:
     return (bits.reshape(*bits.shape[:-1], -1, 8).to(torch.uint8) * weights).sum(-1, dtype=torch.uint8)
 
 
+def windowed_rows(rows: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """A copy of glyph `rows` with each text cut to its window (start, length), blank after it."""
+    out = np.array(rows)  # a copy in memory, also of a memmap
+    cells = out["glyphs"].shape[1]
+    start, m = windows[:, 0].astype(np.int64), windows[:, 1].astype(np.int64)
+    src = np.minimum(start[:, None] + np.arange(cells)[None], cells - 1)
+    inside = np.arange(cells)[None] < m[:, None]
+    out["glyphs"] = np.where(inside, np.take_along_axis(np.asarray(rows["glyphs"]), src, 1), 0)
+    out["length"] = m
+    return out
+
+
+def encode_views(model: TRMVisionEncoder, rows: np.ndarray, views: int, min_chars: int, seed: int, key: int,
+                 run) -> dict[str, np.ndarray]:
+    """The teacher's logits (float16) for `views` - 1 fixed windows of every row, and the windows; `run(rows)`
+    encodes rows."""
+    windows = view_windows(rows["length"], views, min_chars, seed, key)
+    logits = np.empty((len(rows), views - 1, model.cfg.num_classes), np.float16)
+    for v in range(views - 1):
+        logits[:, v] = run(windowed_rows(rows, windows[:, v]))["logits"]
+    return {"view_logits": logits, "view_windows": windows}
+
+
 def encode_shard(
     model: TRMVisionEncoder,
     rows: np.ndarray,
@@ -167,12 +194,23 @@ def encode_shard(
     precision: str = "fp32",
     batch_size: int = 256,
     progress: bool = True,
+    views: int = 1,
+    window_min_chars: int = 15,
+    seed: int = 0,
 ) -> dict[str, float]:
-    """Encode one cache shard's glyph `rows` (CacheSplit.shard, memory-mapped) into an uncompressed `.npz`."""
+    """Encode one cache shard's glyph `rows` (CacheSplit.shard, memory-mapped) into an uncompressed `.npz`; with
+    `views` > 1 also `views` - 1 fixed windows of each text (drawn from the seed and the shard's `name`)."""
     t0 = time.perf_counter()
     timer = ComponentTimer(device)
-    out = halve_on_oom(lambda bs: encode_rows(model, rows, device, precision, bs, progress,
-                                              desc=name, timer=timer), batch_size, "encode")
+
+    def run(block: np.ndarray, desc: str = name) -> dict[str, np.ndarray]:
+        return halve_on_oom(lambda bs: encode_rows(model, block, device, precision, bs, progress, desc=desc,
+                                                   timer=timer), batch_size, "encode")
+
+    out = run(rows)
+    if views > 1:
+        out.update(encode_views(model, rows, views, window_min_chars, seed, zlib.crc32(name.encode()),
+                                lambda block: run(block, f"{name} windows")))
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0

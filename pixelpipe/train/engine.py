@@ -34,7 +34,7 @@ from ..core.hardware import DeviceInfo, resolve_precision
 from ..core.timing import ComponentTimer
 from ..data.augment import augment_batch, images_from_glyphs
 from ..data.cache import StepBatch
-from ..data.windows import random_windows, trim
+from ..data.windows import pick_views, random_windows, trim
 from ..model import checkpoint as ckpt
 from .optim import LazyAdamW, dense_grad_params
 
@@ -570,10 +570,12 @@ class Trainer:
         t.start("h2d_augment")
         batch = to_device(batch, self.device)
         c = self.model.cfg
-        if self.train.window_prob > 0:
-            gen = torch.Generator(device=self.device).manual_seed(self.seed * 999_983 + self.step * 131 + t.micro_index)
-            # This rank's rows of the draws for the whole micro-batch: the same windows as one process.
-            rows = (self.dist.rank * batch["glyphs"].shape[0], self.micro)
+        gen = torch.Generator(device=self.device).manual_seed(self.seed * 999_983 + self.step * 131 + t.micro_index)
+        # This rank's rows of the draws for the whole micro-batch: the same windows as one process.
+        rows = (self.dist.rank * batch["glyphs"].shape[0], self.micro)
+        if "view_windows" in batch:  # the teacher's encoded views (encode.views > 1) replace fresh windows
+            pick_views(batch, gen, rows)
+        elif self.train.window_prob > 0:
             batch["glyphs"], batch["length"] = random_windows(
                 batch["glyphs"], batch["length"], gen, self.train.window_prob, self.train.window_min_chars, rows=rows)
         batch = trimmed(batch, c.line_chars, c.lines)

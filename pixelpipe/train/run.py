@@ -24,7 +24,7 @@ from ..core import distributed
 from ..core.hardware import DeviceInfo, detect_device
 from ..core.io import read_json, sha256_file, write_text
 from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
-from ..data.consolidate import open_dataset
+from ..data.consolidate import VIEW_FIELDS, open_dataset
 from ..data.scripts import known_scripts
 from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
@@ -311,8 +311,9 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"],
                                       DistillSettings.from_section(cfg["student"]["distill"]),
                                       cfg["student"]["train"]["label_smoothing"])
-    train_set = CacheDataset(cache_root / "train",
-                             extra={"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]},
+    extra = {"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]}
+    extra.update({name: teacher_out[name] for name in VIEW_FIELDS if name in teacher_out})  # encode.views > 1
+    train_set = CacheDataset(cache_root / "train", extra=extra,
                              transform=augmenter(cfg["student"], train_split, labels, cfg["seed"]))
     fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,
                                                         dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
