@@ -48,6 +48,7 @@ DIRECT_READS = {
     "student.checkpoint.every_steps": "pixelpipe/train/run.py",
     "encode.batch_size": "rules/encode.smk",
     "encode.splits": "rules/common.smk",
+    "encode.views": "rules/encode.smk",
     "baseline.buckets": "workflow_scripts/baseline.py",
     "baseline.epochs": "workflow_scripts/baseline.py",
     "baseline.lr": "workflow_scripts/baseline.py",
