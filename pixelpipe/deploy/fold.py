@@ -109,7 +109,7 @@ def table_rows(ngrams: nn.Module | None, glyphs: torch.Tensor, lengths: torch.Te
         return None
     if glyph_keys is None:
         raise ValueError("a model with n-gram tables needs its glyph_keys input")
-    return ngrams.pooled(glyph_keys[glyphs], lengths)
+    return ngrams.pooled_gathered(glyph_keys[glyphs], lengths)
 
 
 def key_table(model: TRMVisionEncoder, cells: np.ndarray) -> np.ndarray | None:

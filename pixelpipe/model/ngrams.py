@@ -69,7 +69,17 @@ class GlyphNgrams(nn.Module):
         self.keys = torch.from_numpy(cell_keys(cells, self.orders)).to(self.keys.device)
 
     def pooled(self, keys: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """[B, dim]: mean row over every valid n-gram of the key sequences [B, T, N]."""
+        """[B, dim]: mean row over every valid n-gram of the key sequences [B, T, N], as one bag per text
+        (fastText's EmbeddingBag: no [B, P * N, dim] intermediate, and only the rows of real n-grams get a
+        gradient)."""
+        ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits)
+        counts = valid.flatten(1).sum(1)
+        offsets = torch.cumsum(counts, 0) - counts
+        return F.embedding_bag(ids.flatten(1)[valid.flatten(1)], self.table.weight, offsets, mode="mean",
+                               sparse=self.table.sparse)
+
+    def pooled_gathered(self, keys: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """`pooled` as a gather and a masked mean (what the exported ONNX graph computes: it has no bag op)."""
         ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits)
         rows = self.table(ids.reshape(ids.shape[0], -1))  # [B, P * N, dim]
         w = valid.reshape(valid.shape[0], -1, 1).to(rows.dtype)

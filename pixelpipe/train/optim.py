@@ -82,8 +82,9 @@ def _sparse_update(p: torch.Tensor, grad: torch.Tensor, state: dict, lr: float, 
     v_rows = v.index_select(0, rows).mul_(beta2).addcmul_(values, values, value=1 - beta2)
     m.index_copy_(0, rows, m_rows)
     v.index_copy_(0, rows, v_rows)
-    step = (m_rows / bias1) / (v_rows.sqrt() / math.sqrt(bias2)).add_(eps)
-    p.index_add_(0, rows, step, alpha=-lr)
+    # the rows are stored: reuse their buffers in place (the rows are unique, so a copy back beats index_add_)
+    step = m_rows.div_(v_rows.sqrt_().mul_(1 / math.sqrt(bias2)).add_(eps))
+    p.index_copy_(0, rows, p.index_select(0, rows).add_(step, alpha=-lr / bias1))
 
 
 def dense_grad_params(params: Iterable[torch.Tensor]) -> list[torch.Tensor]:
