@@ -82,8 +82,9 @@ class GlyphNgrams(nn.Module):
         """`pooled` as a gather and a masked mean (what the exported ONNX graph computes: it has no bag op)."""
         ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits)
         rows = self.table(ids.reshape(ids.shape[0], -1))  # [B, P * N, dim]
-        w = valid.reshape(valid.shape[0], -1, 1).to(rows.dtype)
-        return (rows * w).sum(1) / w.sum(1).clamp(min=1)
+        w = valid.reshape(valid.shape[0], 1, -1).to(rows.dtype)
+        w = w / w.sum(-1, keepdim=True).clamp(min=1)
+        return torch.matmul(w, rows).squeeze(1)  # the masked mean as one batched product
 
     def from_glyphs(self, glyphs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Pooled rows of glyph ids [B, T] (blank, id 0, past each text's end)."""
