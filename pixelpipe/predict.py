@@ -168,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="image file already rendered at the model's size, light ink on dark (repeatable)")
     ap.add_argument("--invert", action="store_true", help="images are dark ink on light: invert them first")
     ap.add_argument("--top", type=int, default=1, help="also list the k most probable labels (JSON formats)")
+    ap.add_argument("--languages", default=None,
+                    help="answer only among these labels, comma-separated (e.g. de,fr,it): the others get "
+                         "probability 0, as if the model knew only these")
     fmt = ap.add_mutually_exclusive_group()
     fmt.add_argument("--json", dest="format", action="store_const", const="json", help="one JSON array on stdout")
     fmt.add_argument("--jsonl", dest="format", action="store_const", const="jsonl", help="one JSON object per line")
@@ -189,6 +192,11 @@ def run(argv: Sequence[str] | None = None) -> int:
             if path != "-" and not Path(path).is_file():
                 raise InputError(f"text file not found: {path}")
         predictor = Predictor(args.model, args.threads or None, args.batch_size)
+        if args.languages is not None:
+            try:
+                predictor.set_languages([code.strip() for code in args.languages.split(",") if code.strip()])
+            except ValueError as e:
+                raise InputError(f"--languages: {e}") from None
         writer = Writer(sys.stdout, args.format, args.top)
         for chunk in chunks(inputs(args), CHUNK):
             writer.write(chunk, classify(predictor, chunk, args.top, args.strict))

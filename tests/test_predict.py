@@ -81,6 +81,27 @@ def test_cli_says_unknown_and_json_has_null_label(deployed_student):
                                       "truncated": False}
 
 
+def test_languages_restrict_the_answer_and_renormalize(deployed_student):
+    """set_languages (and --languages) keep the model's scores over the allowed labels only, renormalized; an
+    unknown code is an error naming it."""
+    p = Predictor(deployed_student.path)
+    full = p.predict_proba(TEXTS)[0]
+    p.set_languages(["de", "ru"])
+    sub = p.predict_proba(TEXTS)[0]
+    keep = np.isin(du.LABELS, ["de", "ru"])
+    assert (sub[:, ~keep] == 0).all()
+    np.testing.assert_allclose(sub[:, keep], full[:, keep] / full[:, keep].sum(1, keepdims=True), rtol=1e-9)
+    assert {pred.label for pred in p.predict(TEXTS)} <= {"de", "ru"}
+    p.set_languages(None)
+    np.testing.assert_allclose(p.predict_proba(TEXTS)[0], full)
+    with pytest.raises(ValueError, match="xx"):
+        p.set_languages(["de", "xx"])
+    out = _cli("--model", str(deployed_student.path), "--languages", "de,el", "--jsonl", *TEXTS[:3])
+    assert out.returncode == 0 and {json.loads(line)["label"] for line in out.stdout.splitlines()} <= {"de", "el"}
+    bad = _cli("--model", str(deployed_student.path), "--languages", "de,zz", "Hallo")
+    assert bad.returncode == 2 and "zz" in bad.stderr and bad.stderr.count("\n") == 1
+
+
 def test_predictor_is_the_torch_student_on_real_text(deployed_student):
     d = deployed_student
     texts = [*du.real_texts(), "a", _long(3 * d.settings.cells)]

@@ -89,7 +89,8 @@ def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) 
 class Predictor:
     """An exported pixelpipe model loaded once; `predict` / `predict_proba` over any number of texts."""
 
-    def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = 64) -> None:
+    def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = 64,
+                 languages: Sequence[str] | None = None) -> None:
         from ..data.atlas import GlyphAtlas
         from ..data.render import Renderer, RenderSettings
 
@@ -121,6 +122,23 @@ class Predictor:
         # the scripts of the training texts' letters (models exported before they were recorded answer everything)
         scripts = self.config.get("scripts")
         self.gate = ScriptGate(scripts) if scripts is not None else None
+        self.allowed: np.ndarray | None = None  # a mask over the labels (set_languages), None = all of them
+        if languages is not None:
+            self.set_languages(languages)
+
+    def set_languages(self, languages: Sequence[str] | None) -> None:
+        """Answer only among `languages` (as py3langid's set_languages): the others get probability 0 and the
+        rest is renormalized, as if the model knew only these; None restores every label. ValueError names
+        codes the model does not know."""
+        if languages is None:
+            self.allowed = None
+            return
+        wanted = list(dict.fromkeys(languages))
+        unknown = [lang for lang in wanted if lang not in self.labels]
+        if unknown or not wanted:
+            raise ValueError(f"languages {unknown or '(none given)'} are not among the model's {len(self.labels)}: "
+                             + ", ".join(self.labels))
+        self.allowed = np.isin(self.labels, wanted)
 
     # ---- glyph ids -----------------------------------------------------------------------
     def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
@@ -186,6 +204,13 @@ class Predictor:
                                            "retrain or re-export it")
         return out
 
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """Softmax over the labels `set_languages` allows (all by default)."""
+        logits = logits.astype(np.float64)
+        if self.allowed is not None:
+            logits[:, ~self.allowed] = -np.inf
+        return onnxmodel.softmax(logits)
+
     def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
         """(probabilities, errors, characters per text, why a text gets no language or None)."""
         ids, full, errors = self.layout(texts)
@@ -195,8 +220,7 @@ class Predictor:
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
         lengths = np.minimum(full[ok], self.settings.cells)
-        logits = self.logits(ids[ok], lengths)
-        probs[ok] = onnxmodel.softmax(logits.astype(np.float64))
+        probs[ok] = self.probabilities(self.logits(ids[ok], lengths))
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
             self.gate.update(self.atlas.clusters)
@@ -258,5 +282,5 @@ class Predictor:
 
     def predict_images(self, images: Sequence[np.ndarray], top: int = 1) -> list[Prediction]:
         ids, lengths = self.image_glyphs(images)
-        probs = onnxmodel.softmax(self.logits(ids, lengths).astype(np.float64))
+        probs = self.probabilities(self.logits(ids, lengths))
         return self.to_predictions(probs, [None] * len(ids), lengths, top)
