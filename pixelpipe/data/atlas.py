@@ -107,13 +107,23 @@ def _ignorable_pattern() -> re.Pattern[str]:
     selectors: what `normalize` removes."""
     keep = {ord(ZWNJ), ord(ZWJ)} | _VISIBLE_FORMAT
     cps = [cp for block in _SCAN for cp in block if unicodedata.category(chr(cp)) == "Cf" and cp not in keep]
-    cps += [cp for a, b in _INVISIBLE_MARKS for cp in range(a, b + 1)]
-    return re.compile("[" + "".join(re.escape(chr(cp)) for cp in sorted(cps)) + "]")
+    cps = sorted(cps + [cp for a, b in _INVISIBLE_MARKS for cp in range(a, b + 1)])
+    ranges: list[list[int]] = []
+    for cp in cps:  # as ranges: a class of single code points costs ~40 us a text, ranges ~1 us
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return re.compile("[" + "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "")
+                                    for a, b in ranges) + "]")
 
 
 def normalize(text: str) -> str:
     """NFC, invisible layout controls removed, whitespace runs to one space, ends stripped: what is laid out."""
-    return SPACE.join(_ignorable_pattern().sub("", unicodedata.normalize("NFC", text)).split())
+    text = unicodedata.normalize("NFC", text)
+    if not text.isascii():  # ASCII has none (0.1 us against 2.5 us for the scan)
+        text = _ignorable_pattern().sub("", text)
+    return SPACE.join(text.split())
 
 
 def is_plain(text: str) -> bool:

@@ -183,9 +183,29 @@ def label_locales(langs: Sequence[str]) -> dict[str, str]:
     return {lang: FAKER_LOCALES.get(lang, lang) for lang in langs}
 
 
+@functools.cache
+def _row_groups(source: str) -> tuple[object, dict[str, int]]:
+    """(the source's open parquet file, language -> its row group): the prep tool writes one row group per
+    language, so a language is read without decoding the others."""
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(TEXT_DIR / f"{source}.parquet")
+    label = handle.schema_arrow.get_field_index("label")
+    groups = {}
+    for i in range(handle.metadata.num_row_groups):
+        stats = handle.metadata.row_group(i).column(label).statistics
+        if stats is None or stats.min != stats.max:
+            raise ValueError(f"{source}.parquet: row group {i} is not one language; rerun tools/prepare_text.py")
+        groups[stats.min] = i
+    return handle, groups
+
+
 def _rows_of(source: str, lang: str) -> pd.DataFrame:
     """One language's rows of one source (its parquet row group)."""
-    return load_source(source, [lang])
+    handle, groups = _row_groups(source)
+    if lang not in groups:
+        return pd.DataFrame(columns=list(COLUMNS))
+    return handle.read_row_group(groups[lang], columns=list(COLUMNS)).to_pandas()
 
 
 def sample_real(sources: Sequence[str], quotas: dict[str, int], seed: int, faker: bool) -> tuple[pd.DataFrame, dict]:
