@@ -1032,7 +1032,9 @@ def _mnemonic_free(text: str) -> str:
 
 
 def po_license(locale: str, domain: str, stanzas: list) -> str:
-    """The license a DEP-5 copyright file gives one catalog: po/<locale>/<domain>.po (KDE) or po/<locale>.po."""
+    """The license a DEP-5 copyright file gives one catalog: the first of po/<locale>/<domain>.po (KDE's layout),
+    po/<locale>.po (GNOME's) and po/ whose license differs from the whole tree's (`Files: *`), else the whole
+    tree's."""
     for path in (f"po/{locale}/{domain}.po", f"po/{locale}.po", "po/x.po"):
         found = dep5_license(path, stanzas)
         if found and found != dep5_license("no-such-dir/x", stanzas):
@@ -1566,7 +1568,7 @@ def build(work: Path, out: Path, only: list[str] | None) -> None:
     inventory(work, out, registry, used)
     report = {"shared": shared, "leaks": leaks, "short": short, "names": names}
     (work / "report.json").write_text(json.dumps(report, ensure_ascii=False, indent=1, default=dict))
-    update_sources_md(out / "SOURCES.md", index, registry, ok, short, work)
+    update_sources_md(out / "SOURCES.md", index, registry, ok, short)
 
 
 # ------------------------------------------------------------------------------------------------------ SOURCES.md
@@ -1594,7 +1596,7 @@ def languages_table(registry: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def short_list(short: dict[str, dict], work: Path) -> str:
+def short_list(short: dict[str, dict]) -> str:
     """Every language with training text that misses the threshold, by reason, most text first."""
     reasons = defaultdict(list)
     shown_as = final_labels(short)
@@ -1644,15 +1646,14 @@ def _replace_between(text: str, name: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{rest.split(end)[1]}"
 
 
-def update_sources_md(markdown: Path, index: list[dict], registry: list[dict], ok: dict, short: dict,
-                      work: Path) -> None:
+def update_sources_md(markdown: Path, index: list[dict], registry: list[dict], ok: dict, short: dict) -> None:
     """Rewrite the generated tables between their markers in SOURCES.md."""
     text = markdown.read_text() if markdown.exists() else "# Sources\n"
     codes = [e["code"] for e in registry]
     text = _replace_between(text, "threshold", threshold_table(ok, short))
     text = _replace_between(text, "counts", counts_table(index, codes))
     text = _replace_between(text, "languages", languages_table(registry))
-    text = _replace_between(text, "short", short_list(short, work))
+    text = _replace_between(text, "short", short_list(short))
     markdown.write_text(text)
 
 
