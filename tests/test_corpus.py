@@ -114,6 +114,20 @@ def test_languages_are_checked(languages, message):
         planned_split_sizes(section("corpus", path=None, languages=languages))
 
 
+def test_a_corpus_file_takes_the_inventory_of_its_languages(tmp_path):
+    """With corpus.path, corpus.languages names whose characters the inventory adds (unknown codes refused)."""
+    from pixelpipe.data.charset import read_charset
+
+    path = _write_user(tmp_path, "csv")
+    build_corpus(_user_cfg(path, languages=["ja", "de"]), FONTS_ALL, tmp_path / "ja", seed=0, log=lambda _: None)
+    assert {"ツ", "ß"} <= set(read_charset(tmp_path / "ja" / "charset.json"))
+    build_corpus(_user_cfg(path), FONTS_ALL, tmp_path / "default", seed=0, log=lambda _: None)
+    charset = set(read_charset(tmp_path / "default" / "charset.json"))
+    assert "ß" in charset and "ツ" not in charset  # Faker's 19 languages, as before the registry
+    with pytest.raises(CorpusError, match=r"corpus\.languages: unknown language\(s\) \['xx'\]"):
+        planned_split_sizes(_user_cfg(path, languages=["xx"]))
+
+
 def test_faker_only_covers_its_19_languages_and_refuses_others():
     assert len(build_quotas(section("corpus", path=None, sources=["faker"], num_samples=190))) == 19
     with pytest.raises(CorpusError, match=r"corpus\.languages: \['ja'\] have no text in corpus\.sources"):

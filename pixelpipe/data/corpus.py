@@ -3,8 +3,9 @@
 The `corpus` section (`CorpusSettings`; defaults and descriptions: the schema) names either
 the built-in corpus (`path: null`: real human-written text shipped with the package, from
 the `sources` listed, balanced over `languages` (default: every language of the registry
-the sources have text in), optionally filled with Faker; see pixelpipe.data.sources) or a .csv, .jsonl, .json (JSON lines) or .parquet file with a text,
-a label and optionally a split column; bad rows are skipped (counted) or fail the rule
+the sources have text in), optionally filled with Faker; see pixelpipe.data.sources) or a
+.csv, .jsonl, .json (JSON lines) or .parquet file with a text, a label and optionally a
+split column; bad rows are skipped (counted) or fail the rule
 (`on_bad_row`). Rows are written chunk by chunk, so the corpus never sits in memory whole
 (the built-in real text is bounded by what ships; Faker rows are generated lazily). Every
 row records its `source` and `origin`; the charset (every glyph the run knows) is written
@@ -94,6 +95,11 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
     cfg = CorpusSettings.from_section(corpus_cfg)
     if cfg.path is None:
         return _split_sizes(builtin_rows(cfg), cfg.splits)
+    if cfg.languages:
+        try:
+            builtin.check_languages(cfg.languages)
+        except ValueError as err:
+            raise CorpusError(str(err)) from None
     path, split_col = Path(cfg.path), cfg.split_column
     if split_col is not None:
         raw = read_columns(path, [split_col])
@@ -180,10 +186,12 @@ def builtin_corpus(cfg: "CorpusSettings", seed: int) -> tuple[int, Iterator[pd.D
 
 def inventory_languages(cfg: "CorpusSettings") -> bool | list[str]:
     """Whose characters start the charset (build_charset's `inventory`): none, the built-in corpus's languages,
-    or, for a corpus file, every registry language."""
+    or, for a corpus file, `corpus.languages` (null: the 19 languages of earlier versions, Faker's)."""
     if not cfg.inventory:
         return False
-    return list(builtin_quotas(cfg)) if cfg.path is None else True
+    if cfg.path is None:
+        return list(builtin_quotas(cfg))
+    return list(cfg.languages or builtin.FAKER_LOCALES)
 
 
 def generate_default_corpus(num_samples: int, min_chars: int, max_chars: int, seed: int) -> pd.DataFrame:

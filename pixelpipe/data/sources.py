@@ -107,13 +107,8 @@ def available_rows(sources: Sequence[str]) -> dict[str, int | None]:
     return dict(sorted(rows.items()))
 
 
-def corpus_languages(requested: Sequence[str] | None, sources: Sequence[str]) -> list[str]:
-    """The languages of a built-in corpus: `corpus.languages` checked against the registry and the sources, or
-    (None) every language the listed sources have text in. ValueError naming the key."""
-    check_sources(sources)
-    available = available_rows(sources)
-    if requested is None:
-        return list(available)
+def check_languages(requested: Sequence[str]) -> None:
+    """ValueError naming corpus.languages when it lists a code the registry (or Faker) lacks, or one twice."""
     known = set(registry()) | set(FAKER_LOCALES)
     unknown = [lang for lang in requested if lang not in known]
     if unknown:
@@ -121,6 +116,16 @@ def corpus_languages(requested: Sequence[str] | None, sources: Sequence[str]) ->
                          f"{', '.join(sorted(known))} (pixelpipe/data/text/SOURCES.md)")
     if len(set(requested)) != len(requested):
         raise ValueError(f"corpus.languages lists a language twice: {list(requested)}")
+
+
+def corpus_languages(requested: Sequence[str] | None, sources: Sequence[str]) -> list[str]:
+    """The languages of a built-in corpus: `corpus.languages` checked against the registry and the sources, or
+    (None) every language the listed sources have text in. ValueError naming the key."""
+    check_sources(sources)
+    available = available_rows(sources)
+    if requested is None:
+        return list(available)
+    check_languages(requested)
     missing = [lang for lang in requested if lang not in available]
     if missing:
         raise ValueError(f"corpus.languages: {missing} have no text in corpus.sources {list(sources)}")
