@@ -19,8 +19,10 @@ from pixelpipe.data.corpus import (
 from tests._config_utils import section
 
 DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40, sources=["faker"])
-REAL_CFG = section("corpus", path=None, num_samples=380)  # the default sources: real text
+REAL_LANGS = ["de", "fr", "ja", "ru", "hi"]
+REAL_CFG = section("corpus", path=None, num_samples=100, languages=REAL_LANGS)  # the default sources: real text
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
+FONTS_ALL = FONTS + ("Unifont",)
 
 ROWS = [  # (text, label, split); rows 3-6 are bad
     ("Hello world", "en", "train"),
@@ -71,20 +73,71 @@ def test_default_corpus_matches_plan(tmp_path):
 
 
 def test_real_text_corpus_is_balanced_with_provenance_and_a_charset(tmp_path):
-    """The default corpus: real human-written text from the shipped sources, 20 rows per language, every row
-    naming its source and where in it the text comes from; the charset covers every split's characters."""
+    """The default corpus: real human-written text from the shipped sources, 20 rows per language of a 5-language
+    subset, every row naming its source and where in it the text comes from; the charset covers every split's
+    characters and the inventory of those languages, not of the others."""
     from pixelpipe.data.charset import read_charset, text_clusters
     from pixelpipe.data.sources import catalog
 
-    info = build_corpus(REAL_CFG, FONTS, tmp_path, seed=0, log=lambda _: None)
+    info = build_corpus(REAL_CFG, FONTS_ALL, tmp_path, seed=0, log=lambda _: None)
     rows = pd.concat(pd.read_parquet(tmp_path / f"{s}.parquet") for s in SPLITS)
-    assert len(rows) == 380 and rows["label"].value_counts().eq(20).all()
-    assert set(rows["source"]) == set(REAL_CFG["sources"]) and rows["origin"].str.len().gt(0).all()
-    assert sum(info["sources"].values()) == 380 and catalog()["firefox"]["role"] == "train"
+    assert len(rows) == 100 and rows["label"].value_counts().eq(20).all() and info["labels"] == sorted(REAL_LANGS)
+    assert set(rows["source"]) <= set(REAL_CFG["sources"]) and len(set(rows["source"])) >= 4
+    assert rows["origin"].str.len().gt(0).all()
+    assert sum(info["sources"].values()) == 100 and catalog()["firefox"]["role"] == "train"
     charset = read_charset(tmp_path / "charset.json")
     assert charset[0] == " " and text_clusters(rows["text"]) <= set(charset)
-    assert {"«", "“", "0", "ß", "ё"} <= set(charset)  # the languages' inventory, whatever the sample holds
+    assert {"«", "“", "0", "ß", "ё", "ツ", "क"} <= set(charset)  # the languages' inventory, whatever the sample holds
+    assert not {"ㄱ", "ש", "ก"} & set(charset)  # Korean, Hebrew, Thai: not among the corpus's languages
     assert planned_split_sizes(REAL_CFG) == info["split_sizes"]
+
+
+def test_every_language_by_default_and_quotas_balanced():
+    """corpus.languages null: every registry language; each gets an equal share, a language short of rows gives
+    all it has and the others share what it lacks."""
+    from pixelpipe.data.sources import language_quotas, languages
+
+    cfg = section("corpus", path=None, num_samples=len(languages()) * 10)
+    assert sum(planned_split_sizes(cfg).values()) == len(languages()) * 10
+    assert language_quotas(100, {"a": 5, "b": None, "c": 100, "d": 20}) == {"a": 5, "b": 38, "c": 37, "d": 20}
+    assert language_quotas(10, {"a": None, "b": None, "c": None}) == {"a": 4, "b": 3, "c": 3}
+    assert language_quotas(100, {"a": 5, "b": 7}) == {"a": 5, "b": 7}
+
+
+@pytest.mark.parametrize("languages, message", [
+    (["de", "xx"], r"corpus\.languages: unknown language\(s\) \['xx'\]"),
+    (["de"], r"corpus\.languages: a classifier needs at least 2 languages"),
+    (["de", "de"], r"corpus\.languages lists a language twice"),
+])
+def test_languages_are_checked(languages, message):
+    with pytest.raises(CorpusError, match=message):
+        planned_split_sizes(section("corpus", path=None, languages=languages))
+
+
+def test_a_corpus_file_takes_the_inventory_of_its_languages(tmp_path):
+    """With corpus.path, corpus.languages names whose characters the inventory adds (unknown codes refused)."""
+    from pixelpipe.data.charset import read_charset
+
+    path = _write_user(tmp_path, "csv")
+    build_corpus(_user_cfg(path, languages=["ja", "de"]), FONTS_ALL, tmp_path / "ja", seed=0, log=lambda _: None)
+    assert {"ツ", "ß"} <= set(read_charset(tmp_path / "ja" / "charset.json"))
+    build_corpus(_user_cfg(path), FONTS_ALL, tmp_path / "default", seed=0, log=lambda _: None)
+    charset = set(read_charset(tmp_path / "default" / "charset.json"))
+    assert "ß" in charset and "ツ" not in charset  # Faker's 19 languages, as before the registry
+    with pytest.raises(CorpusError, match=r"corpus\.languages: unknown language\(s\) \['xx'\]"):
+        planned_split_sizes(_user_cfg(path, languages=["xx"]))
+
+
+def test_faker_only_covers_its_19_languages_and_refuses_others():
+    assert len(build_quotas(section("corpus", path=None, sources=["faker"], num_samples=190))) == 19
+    with pytest.raises(CorpusError, match=r"corpus\.languages: \['ja'\] have no text in corpus\.sources"):
+        planned_split_sizes(section("corpus", path=None, sources=["faker"], languages=["de", "ja"]))
+
+
+def build_quotas(cfg):
+    from pixelpipe.data.corpus import CorpusSettings, builtin_quotas
+
+    return builtin_quotas(CorpusSettings.from_section(cfg))
 
 
 def test_sources_are_checked():

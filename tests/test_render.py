@@ -25,7 +25,7 @@ def cell(renderer: Renderer, image: np.ndarray, k: int, line: int = 0) -> np.nda
 
 
 def test_fonts_are_only_the_bundled_faces():
-    assert set(FONTS) <= set(available_fonts())
+    assert set(FONTS) | {"Unifont"} <= set(available_fonts())
     for name in ("NoSuchFont", "../../../usr/share/fonts/x", "/etc/passwd"):
         with pytest.raises(ValueError, match="unknown font.*available:.*DejaVuSans"):
             load_face(name)
@@ -49,13 +49,53 @@ def test_normalization_and_clusters():
     assert clusters("\u0628\u064e\u0627") == ["\u0628\u064e", "\u0627"]  # Arabic fatha joins its letter
     assert clusters("\u0645\u06cc\u200c\u062a") == ["\u0645", "\u06cc\u200c", "\u062a"]  # Persian ZWNJ joins
     assert clusters("abc") == ["a", "b", "c"]
+    # layout-only invisibles (direction marks, soft hyphen, zero-width space, variation selectors) are removed
+    assert normalize("a\u200eb\u00adc\u200bd\ufe0f \u2066e\u2069") == "abcd e"
+    assert normalize("\u0645\u06cc\u200c\u062a") == "\u0645\u06cc\u200c\u062a"  # ZWNJ is spelling: kept
 
 
 def test_marks_are_drawn_on_their_letter():
     plain, marked = draw_cluster("\u0628", FONTS, 12, 16, 8), draw_cluster("\u0628\u064e", FONTS, 12, 16, 8)
     assert (plain != marked).any() and marked.sum() > plain.sum()
-    # an invisible format character changes nothing on the page
-    assert (draw_cluster("\u06cc\u200c", FONTS, 12, 16, 8) == draw_cluster("\u06cc", FONTS, 12, 16, 8)).all()
+    # the joiners that change spelling are drawn as visible marks: ZWNJ, ZWJ and neither give three cells
+    yeh = [draw_cluster("\u06cc" + j, FONTS, 12, 16, 8) for j in ("", "\u200c", "\u200d")]
+    assert len({c.tobytes() for c in yeh}) == 3
+    assert (draw_cluster(" \u200c", FONTS, 12, 16, 8) != 0).any()  # a lone ZWNJ after a space is not a space
+
+
+def test_glyphs_fit_their_cell():
+    """Ink taller than the cell is scaled into it, never clipped; 16-pixel-wide bitmap glyphs (CJK, Indic) are
+    squeezed into an 8-pixel cell; Unifont's 8x16 glyphs are copied as they are."""
+    from pixelpipe.data.fonts import load_face
+
+    tall = draw_cluster("\u1eaa", FONTS, 12, 16, 8)  # LATIN CAPITAL A WITH BREVE AND TILDE: 17+ rows at 12 px
+    assert tall[0].max() > 0 and tall[-3:].max() == 0  # top row inked (scaled to fit), descender rows blank
+    unifont = ("Unifont",)
+    han = draw_cluster(CJK, unifont, 12, 16, 8)
+    assert han.shape == (16, 8) and han.max() == 255 and (han > 0).sum() > 20
+    a = draw_cluster("a", unifont, 12, 16, 8)
+    glyph = load_face("Unifont").glyph(ord("a"))
+    cols = np.flatnonzero(glyph.max(axis=0))
+    assert (a[:, cols[0]:cols[-1] + 1] == glyph[:, cols[0]:cols[-1] + 1]).all()
+    assert (draw_cluster("\u0430", unifont, 12, 16, 8) == a).all()  # Cyrillic a: a look-alike across scripts
+    assert (draw_cluster("e\u0301", unifont, 12, 16, 8) != draw_cluster("e", unifont, 12, 16, 8)).any()
+
+
+def test_atlas_sets_apart_clusters_of_one_script_that_draw_alike():
+    """Arabic-Indic and Persian digits look the same in every font: the atlas gives the second a tag, so each keeps
+    its own cell; across scripts nothing is tagged."""
+    from pixelpipe.data.atlas import TAG_VALUE, check_distinct
+
+    charset = [" ", "a", "\u0430", "\u0661", "\u06f1"]
+    assert (draw_cluster("\u0661", FONTS, 12, 16, 8) == draw_cluster("\u06f1", FONTS, 12, 16, 8)).all()
+    atlas = GlyphAtlas.from_clusters(charset, FONTS, 12, 16, 8)
+    assert atlas.tagged == [("\u0661", "\u06f1")] and (atlas.cells[4][0] == TAG_VALUE).any()
+    assert (atlas.cells[1] == atlas.cells[2]).all()
+    check_distinct(charset, atlas.cells)
+    with pytest.raises(ValueError, match="draw the same cell"):
+        check_distinct(charset, np.stack([draw_cluster(c, FONTS, 12, 16, 8) for c in charset]))
+    back = GlyphAtlas.from_dict(atlas.to_dict(), FONTS, 12)
+    assert (back.cells == atlas.cells).all()
 
 
 def test_undrawable_characters_are_named():

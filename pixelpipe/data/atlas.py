@@ -16,11 +16,27 @@ join the cluster before them. Right-to-left scripts keep their logical
 order (the first character is the leftmost cell) and their isolated letter
 forms: no shaping, no bidi reordering, so a text is always the same cells.
 
-Drawing is deterministic: Pillow's basic layout engine (no raqm), the glyph's
-ink centered in its cell, squeezed horizontally when it is wider than the
-cell (Arabic and Armenian letters, "W", "m"). The atlas of the training split
-travels inside the model's config and its ONNX metadata, so prediction copies
-the exact cells training saw; only clusters training never saw are drawn anew.
+Invisible format characters that only steer layout (direction marks, zero-width
+space, soft hyphen, word joiner, variation selectors: `IGNORABLE`) are removed
+by `normalize`, so they never make a cluster that draws like another; the two
+joiners that change spelling, ZWNJ (frequent in Persian) and ZWJ, stay and are
+drawn as visible marks (`JOINER_MARKS`).
+
+Drawing is deterministic: a bitmap font's glyph is copied (Unifont, see
+fonts.py; combining marks placed where the font says), an outline font's
+glyph is drawn with Pillow's basic layout engine (no raqm). The glyph is then
+fitted into its cell: ink taller than the cell is scaled down to its height
+(never clipped), ink wider than the cell is squeezed to its width (Arabic and
+Armenian letters, "W", "m", and every 16-pixel-wide glyph of CJK and Indic
+scripts in an 8-pixel cell), narrower ink is centered. Two clusters of one
+script that still draw the same cell (a font drawing Persian and Arabic
+digits alike, loose marks squeezed together) get distinct drawings when the
+atlas is built from a charset: every one but the first carries a small tag
+in its top row (`TAG_VALUE` pixels), so each keeps its own glyph; clusters of
+different scripts that look alike (Latin "a", Cyrillic "а") keep identical
+cells, as a reader sees them. The atlas of the training split travels inside
+the model's config and its ONNX metadata, so prediction copies the exact cells
+training saw; only clusters training never saw are drawn anew.
 """
 
 from __future__ import annotations
@@ -76,9 +92,38 @@ def joining_table() -> np.ndarray:
     return table
 
 
+# Format characters that change how a text is spelled, not only how it is laid out: they stay (drawn as marks).
+ZWNJ, ZWJ = "\u200c", "\u200d"
+# Prepended concatenation marks (Arabic number sign, end of ayah, Syriac abbreviation mark, ...): visible, kept.
+_VISIBLE_FORMAT = frozenset({0x600, 0x601, 0x602, 0x603, 0x604, 0x605, 0x6DD, 0x70F, 0x890, 0x891, 0x8E2, 0x110BD,
+                             0x110CD})
+# Variation selectors and the combining grapheme joiner: invisible marks that only pick a glyph variant.
+_INVISIBLE_MARKS = ((0x34F, 0x34F), (0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
+
+
+@functools.cache
+def _ignorable_pattern() -> re.Pattern[str]:
+    """Every invisible format character but the joiners and the prepended marks (IGNORABLE), and the variation
+    selectors: what `normalize` removes."""
+    keep = {ord(ZWNJ), ord(ZWJ)} | _VISIBLE_FORMAT
+    cps = [cp for block in _SCAN for cp in block if unicodedata.category(chr(cp)) == "Cf" and cp not in keep]
+    cps = sorted(cps + [cp for a, b in _INVISIBLE_MARKS for cp in range(a, b + 1)])
+    ranges: list[list[int]] = []
+    for cp in cps:  # as ranges: a class of single code points costs ~40 us a text, ranges ~1 us
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return re.compile("[" + "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "")
+                                    for a, b in ranges) + "]")
+
+
 def normalize(text: str) -> str:
-    """NFC, whitespace runs to one space, ends stripped: what is laid out."""
-    return SPACE.join(unicodedata.normalize("NFC", text).split())
+    """NFC, invisible layout controls removed, whitespace runs to one space, ends stripped: what is laid out."""
+    text = unicodedata.normalize("NFC", text)
+    if not text.isascii():  # ASCII has none (0.1 us against 2.5 us for the scan)
+        text = _ignorable_pattern().sub("", text)
+    return SPACE.join(text.split())
 
 
 def is_plain(text: str) -> bool:
@@ -100,7 +145,7 @@ def clusters(text: str) -> list[str]:
 
 
 def _visible(cluster: str) -> str:
-    return "".join(c for c in cluster if unicodedata.category(c) != "Cf")
+    return "".join(c for c in cluster if unicodedata.category(c) != "Cf" or ord(c) in _VISIBLE_FORMAT)
 
 
 def _drawing_font(visible: str, fonts: Sequence[str]) -> str | None:
@@ -134,48 +179,142 @@ def _font(name: str, size: int):
     return ImageFont.truetype(str(load_face(name).path), size, layout_engine=ImageFont.Layout.BASIC)
 
 
-def draw_cluster(cluster: str, fonts: Sequence[str], size: int, cell_height: int, cell_width: int) -> np.ndarray:
-    """One cluster as a uint8 [cell_height, cell_width] bitmap (ink 255 on 0).
-
-    The base glyph is drawn on a wide canvas, each mark centered over the base's
-    ink (the basic layout engine would place it after the base), then the ink is
-    centered in the cell, or squeezed to the cell width when wider. Raises
-    ValueError when no font has every glyph of the cluster.
-    """
+def _outline_ink(visible: str, face: str, size: int, cell_height: int) -> np.ndarray:
+    """A cluster drawn with an outline font on a canvas three cells tall, the cell's own rows in the middle third
+    (baseline where the cell puts it), each mark centered over the base's ink; columns trimmed to the ink."""
     from PIL import Image, ImageDraw
 
-    visible = _visible(cluster)
-    if not visible or visible.isspace():
-        return np.zeros((cell_height, cell_width), np.uint8)
-    face = _drawing_font(visible, fonts)
-    if face is None:
-        raise ValueError(f"no font of {list(fonts)} draws {cluster!r}")
     font = _font(face, size)
     _, descent = font.getmetrics()
-    baseline = cell_height - descent
-    canvas_w = 4 * cell_width + 4 * size
-    img = Image.new("L", (canvas_w, cell_height), 0)
+    baseline = 2 * cell_height - descent
+    canvas_w = 4 * size + 16
+    img = Image.new("L", (canvas_w, 3 * cell_height), 0)
     draw = ImageDraw.Draw(img)
-    x0 = 2 * cell_width
+    x0 = canvas_w // 2
     draw.text((x0, baseline), visible[0], fill=255, font=font, anchor="ls")
     left, _, right, _ = font.getbbox(visible[0], anchor="ls")
     center = x0 + (left + right) / 2
     for mark in visible[1:]:
         m_left, _, m_right, _ = font.getbbox(mark, anchor="ls")
         draw.text((round(center - (m_left + m_right) / 2), baseline), mark, fill=255, font=font, anchor="ls")
-    arr = np.asarray(img, dtype=np.uint8)
-    cols = np.flatnonzero(arr.max(axis=0))
-    if cols.size == 0:
-        return np.zeros((cell_height, cell_width), np.uint8)
-    ink = arr[:, cols[0] : cols[-1] + 1]
+    return np.asarray(img, dtype=np.uint8)
+
+
+def _bitmap_ink(visible: str, face: str, cell_height: int) -> np.ndarray:
+    """A cluster copied from a bitmap font: the base glyph, each mark OR-ed in where the font's combining table
+    puts it (its left edge `offset` pixels from the end of the glyph before it); on a canvas three cells tall
+    whose middle third is the glyph's 16 rows (scaled to the cell height)."""
+    bitmap = load_face(face)
+    ink = bitmap.glyph(ord(visible[0]))
     width = ink.shape[1]
-    if width > cell_width:
-        squeezed = Image.fromarray(ink).resize((cell_width, cell_height), Image.Resampling.BOX)
-        return np.asarray(squeezed, dtype=np.uint8).copy()
+    for mark in visible[1:]:
+        glyph = bitmap.glyph(ord(mark))
+        x = width + bitmap.offsets.get(ord(mark), -glyph.shape[1])
+        left, right = min(0, x), max(ink.shape[1], x + glyph.shape[1])
+        canvas = np.zeros((bitmap.height, right - left), np.uint8)
+        canvas[:, -left : -left + ink.shape[1]] = ink
+        canvas[:, x - left : x - left + glyph.shape[1]] |= glyph
+        ink, width = canvas, width - left
+    if cell_height != bitmap.height:
+        ink = _resize(ink, cell_height, max(1, round(ink.shape[1] * cell_height / bitmap.height)))
+    pad = np.zeros((cell_height, ink.shape[1]), np.uint8)
+    return np.concatenate([pad, ink, pad])
+
+
+def _resize(ink: np.ndarray, height: int, width: int) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(ink).resize((width, height), Image.Resampling.BOX), dtype=np.uint8)
+
+
+def _fit(canvas: np.ndarray, cell_height: int, cell_width: int) -> np.ndarray:
+    """The ink of a canvas three cells tall (the cell's rows in the middle) in one cell: kept where it is when it
+    fits, moved into the cell when it sticks out, scaled down when taller than the cell (never clipped); then
+    squeezed to the cell width when wider, else centered."""
+    rows, cols = np.flatnonzero(canvas.max(axis=1)), np.flatnonzero(canvas.max(axis=0))
+    if rows.size == 0:
+        return np.zeros((cell_height, cell_width), np.uint8)
+    ink = canvas[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    top = rows[0] - cell_height
+    if ink.shape[0] > cell_height:
+        ink = _resize(ink, cell_height, max(1, round(ink.shape[1] * cell_height / ink.shape[0])))
+        top = 0
+    top = min(max(top, 0), cell_height - ink.shape[0])
+    if ink.shape[1] > cell_width:
+        ink = _resize(ink, ink.shape[0], cell_width)
     cell = np.zeros((cell_height, cell_width), np.uint8)
-    start = (cell_width - width) // 2
-    cell[:, start : start + width] = ink
+    start = (cell_width - ink.shape[1]) // 2
+    cell[top : top + ink.shape[0], start : start + ink.shape[1]] = ink
     return cell
+
+
+JOINER_VALUE = 160  # gray of the joiner marks: no font draws it at the spots they take (bitmaps are 0 or 255)
+TAG_VALUE = 96  # gray of the tag pixels that set apart clusters of one script that draw alike
+
+
+def _mark_joiners(cell: np.ndarray, cluster: str) -> np.ndarray:
+    """ZWNJ and ZWJ drawn as visible marks: two pixels at the bottom right (ZWNJ) or bottom left (ZWJ)."""
+    for joiner, columns in ((ZWNJ, slice(-2, None)), (ZWJ, slice(0, 2))):
+        if joiner in cluster:
+            cell[-1, columns] = JOINER_VALUE
+    return cell
+
+
+def draw_cluster(cluster: str, fonts: Sequence[str], size: int, cell_height: int, cell_width: int) -> np.ndarray:
+    """One cluster as a uint8 [cell_height, cell_width] bitmap (ink 255 on 0), fitted into its cell (see the
+    module docstring); joiners drawn as marks. Raises ValueError when no font has every glyph of the cluster."""
+    visible = _visible(cluster)
+    if not visible or visible.isspace():
+        cell = np.zeros((cell_height, cell_width), np.uint8)
+    else:
+        face = _drawing_font(visible, fonts)
+        if face is None:
+            raise ValueError(f"no font of {list(fonts)} draws {cluster!r}")
+        if load_face(face).bitmap:
+            canvas = _bitmap_ink(visible, face, cell_height)
+        else:
+            canvas = _outline_ink(visible, face, size, cell_height)
+        cell = _fit(canvas, cell_height, cell_width)
+    return _mark_joiners(cell, cluster)
+
+
+def cluster_script(cluster: str) -> str:
+    """ISO 15924 script of a cluster's first character (Zyyy: punctuation, digits and symbols all scripts share)."""
+    from fontTools import unicodedata as fu
+
+    return fu.script(cluster[0])
+
+
+def set_apart(clusters_: Sequence[str], cells: np.ndarray) -> list[tuple[str, str]]:
+    """Give every cluster that draws the same cell as an earlier cluster of its script a distinct drawing: the
+    k-th such cluster of a cell carries k in binary in its top row (TAG_VALUE pixels). Edits cells; returns the
+    (kept, tagged) pairs. ValueError when a cell is still shared (more look-alikes than the top row can count)."""
+    first: dict[tuple[str, bytes], str] = {}
+    count: dict[tuple[str, bytes], int] = {}
+    tagged = []
+    for i, cluster in enumerate(clusters_):
+        key = (cluster_script(cluster), cells[i].tobytes())
+        if key not in first:
+            first[key] = cluster
+            continue
+        count[key] = count.get(key, 0) + 1
+        bits = [(count[key] >> b) & 1 for b in range(cells.shape[2])]
+        if count[key] >= 1 << cells.shape[2]:
+            raise ValueError(f"glyph atlas: {count[key] + 1} clusters draw like {first[key]!r}")
+        cells[i, 0, [b for b, on in enumerate(bits) if on]] = TAG_VALUE
+        tagged.append((first[key], cluster))
+    check_distinct(clusters_, cells)
+    return tagged
+
+
+def check_distinct(clusters_: Sequence[str], cells: np.ndarray) -> None:
+    """ValueError naming two clusters of one script that share a cell."""
+    seen: dict[tuple[str, bytes], str] = {}
+    for cluster, cell in zip(clusters_, cells):
+        key = (cluster_script(cluster), cell.tobytes())
+        if key in seen:
+            raise ValueError(f"glyph atlas: {seen[key]!r} and {cluster!r} ({key[0]}) draw the same cell")
+        seen[key] = cluster
 
 
 class GlyphAtlas:
@@ -194,6 +333,7 @@ class GlyphAtlas:
         self._cells: list[np.ndarray] = [np.zeros((cell_height, cell_width), np.uint8)]
         self._array: np.ndarray | None = None
         self.drawn: set[str] = set()  # clusters this process drew (not given at construction)
+        self.tagged: list[tuple[str, str]] = []  # (look-alike kept plain, cluster set apart by a tag): from_clusters
         for cluster, cell in (cells or {}).items():
             if cell.shape != (cell_height, cell_width):
                 raise ValueError(f"atlas cell for {cluster!r} has shape {cell.shape}, expected "
@@ -246,6 +386,9 @@ class GlyphAtlas:
             if atlas.lookup(cluster) != len(atlas) - 1:
                 raise ValueError(f"charset lists {cluster!r} twice")
         atlas.drawn.clear()  # drawn from the charset: none of them is unseen
+        cells = atlas.cells.copy()
+        atlas.tagged = set_apart(clusters, cells)
+        atlas._cells, atlas._array = list(cells), cells
         return atlas
 
     @property

@@ -2,7 +2,7 @@
 
 The corpus stage writes it (results/corpus/charset.json): the space (id 0,
 the blank cell), then, sorted, every grapheme cluster any split's texts use
-and, with `corpus.inventory`, every character people of the built-in
+and, with `corpus.inventory`, every character people of the corpus's
 languages type (CLDR's exemplar letters, digits and punctuation, shipped in
 pixelpipe/data/text/inventory.json) that the fonts can draw. Each render job
 draws its atlas from this list, so a glyph id means the same character in
@@ -37,21 +37,34 @@ def text_clusters(texts: Iterable[str]) -> set[str]:
 
 
 @functools.cache
-def inventory_characters() -> frozenset[str]:
-    """Characters of the built-in languages (letters both cases, digits, punctuation) plus common punctuation."""
+def _inventory() -> dict:
     if not INVENTORY_PATH.exists():
-        return frozenset()
-    data = json.loads(INVENTORY_PATH.read_text(encoding="utf-8"))
+        return {"common": "", "languages": {}}
+    return json.loads(INVENTORY_PATH.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def inventory_characters(languages: tuple[str, ...] | None = None) -> frozenset[str]:
+    """Characters of the given languages (None: every registry language) that CLDR lists (letters both cases,
+    digits, punctuation), plus common punctuation."""
+    data = _inventory()
     chars: set[str] = set(data.get("common", ""))
-    for entry in data["languages"].values():
-        for key in ("letters", "auxiliary", "punctuation", "digits"):
-            chars.update(entry.get(key, ""))
+    for lang, entry in data["languages"].items():
+        if languages is None or lang in languages:
+            for key in ("letters", "auxiliary", "punctuation", "digits"):
+                chars.update(entry.get(key, ""))
     return frozenset(c for c in chars if not c.isspace())
 
 
-def build_charset(found: Iterable[str], fonts: Sequence[str], inventory: bool) -> list[str]:
-    """[space] + sorted(found clusters | drawable inventory characters): the glyph-id order of a run."""
-    extra = {c for c in inventory_characters() if not undrawable(c, fonts)} if inventory else set()
+def build_charset(found: Iterable[str], fonts: Sequence[str], inventory: bool | Sequence[str]) -> list[str]:
+    """[space] + sorted(found clusters | drawable inventory characters): the glyph-id order of a run.
+
+    inventory: False (none), True (every registry language's), or the languages whose characters to add."""
+    if inventory is False:
+        extra: set[str] = set()
+    else:
+        wanted = None if inventory is True else tuple(sorted(inventory))
+        extra = {c for c in inventory_characters(wanted) if not undrawable(c, fonts)}
     return [SPACE] + sorted((set(found) | extra) - {SPACE})
 
 

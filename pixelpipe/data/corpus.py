@@ -2,9 +2,10 @@
 
 The `corpus` section (`CorpusSettings`; defaults and descriptions: the schema) names either
 the built-in corpus (`path: null`: real human-written text shipped with the package, from
-the `sources` listed, balanced over 19 languages, optionally filled with Faker; see
-pixelpipe.data.sources) or a .csv, .jsonl, .json (JSON lines) or .parquet file with a text,
-a label and optionally a split column; bad rows are skipped (counted) or fail the rule
+the `sources` listed, balanced over `languages` (default: every language of the registry
+the sources have text in), optionally filled with Faker; see pixelpipe.data.sources) or a
+.csv, .jsonl, .json (JSON lines) or .parquet file with a text, a label and optionally a
+split column; bad rows are skipped (counted) or fail the rule
 (`on_bad_row`). Rows are written chunk by chunk, so the corpus never sits in memory whole
 (the built-in real text is bounded by what ships; Faker rows are generated lazily). Every
 row records its `source` and `origin`; the charset (every glyph the run knows) is written
@@ -58,6 +59,7 @@ class CorpusSettings(Section):
     split_column: str | None
     splits: dict[str, float]
     sources: list[str]
+    languages: list[str] | None
     num_samples: int
     min_chars: int
     max_chars: int
@@ -93,6 +95,11 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
     cfg = CorpusSettings.from_section(corpus_cfg)
     if cfg.path is None:
         return _split_sizes(builtin_rows(cfg), cfg.splits)
+    if cfg.languages:
+        try:
+            builtin.check_languages(cfg.languages)
+        except ValueError as err:
+            raise CorpusError(str(err)) from None
     path, split_col = Path(cfg.path), cfg.split_column
     if split_col is not None:
         raw = read_columns(path, [split_col])
@@ -145,24 +152,24 @@ def split_codes(n_rows: int, fractions: dict[str, float], seed: int) -> np.ndarr
 # --- sources ----------------------------------------------------------------------
 
 
-def builtin_rows(cfg: "CorpusSettings") -> int:
-    """Rows the built-in corpus will hold: num_samples, unless the real sources (without faker) run short."""
+def builtin_quotas(cfg: "CorpusSettings") -> dict[str, int]:
+    """Rows per language of the built-in corpus (real rows and Faker fill); CorpusError naming the key when
+    corpus.sources or corpus.languages is wrong. Reads only the catalog: called when Snakemake parses the DAG."""
     try:
-        builtin.check_sources(cfg.sources)
+        return builtin.plan_quotas(cfg.languages, cfg.sources, cfg.num_samples)
     except ValueError as err:
         raise CorpusError(str(err)) from None
-    if builtin.FAKER in cfg.sources:
-        return cfg.num_samples
-    quotas = builtin.language_quotas(cfg.num_samples, builtin.LANGUAGES)
-    counts = [builtin.catalog()[s]["counts"] for s in cfg.sources]
-    return sum(min(q, sum(c.get(lang, 0) for c in counts)) for lang, q in quotas.items())
+
+
+def builtin_rows(cfg: "CorpusSettings") -> int:
+    """Rows the built-in corpus will hold: num_samples, unless the real sources (and Faker) run short."""
+    return sum(builtin_quotas(cfg).values())
 
 
 def builtin_corpus(cfg: "CorpusSettings", seed: int) -> tuple[int, Iterator[pd.DataFrame]]:
     """(rows in all, the built-in corpus in chunks of id, text, label, source, origin): the real rows drawn
     from the shipped sources, shuffled, then the Faker rows that fill what they lack, generated lazily."""
-    builtin.check_sources(cfg.sources)
-    quotas = builtin.language_quotas(cfg.num_samples, builtin.LANGUAGES)
+    quotas = builtin_quotas(cfg)
     real, fill = builtin.sample_real(cfg.sources, quotas, seed, faker=builtin.FAKER in cfg.sources)
     real = real.iloc[np.random.default_rng(seed).permutation(len(real))].reset_index(drop=True)
 
@@ -177,9 +184,20 @@ def builtin_corpus(cfg: "CorpusSettings", seed: int) -> tuple[int, Iterator[pd.D
     return len(real) + sum(fill.values()), chunks()
 
 
+def inventory_languages(cfg: "CorpusSettings") -> bool | list[str]:
+    """Whose characters start the charset (build_charset's `inventory`): none, the built-in corpus's languages,
+    or, for a corpus file, `corpus.languages` (null: the 19 languages of earlier versions, Faker's)."""
+    if not cfg.inventory:
+        return False
+    if cfg.path is None:
+        return list(builtin_quotas(cfg))
+    return list(cfg.languages or builtin.FAKER_LOCALES)
+
+
 def generate_default_corpus(num_samples: int, min_chars: int, max_chars: int, seed: int) -> pd.DataFrame:
-    """A Faker-only corpus [id, text, label] of `num_samples` rows balanced over the 19 languages (tests, benchmarks)."""
-    quotas = builtin.language_quotas(num_samples, builtin.LANGUAGES)
+    """A Faker-only corpus [id, text, label] of `num_samples` rows balanced over Faker's 19 languages (tests,
+    benchmarks)."""
+    quotas = builtin.language_quotas(num_samples, dict.fromkeys(builtin.FAKER_LOCALES))
     df = pd.concat(list(builtin.faker_rows(quotas, min_chars, max_chars, seed)), ignore_index=True)
     df = df.iloc[np.random.default_rng(seed).permutation(len(df))].reset_index(drop=True)
     return df.assign(id=[f"row-{k + 1:06d}" for k in range(len(df))])[["id", "text", "label"]]
@@ -404,7 +422,8 @@ def corpus_chunks(cfg: CorpusSettings, seed: int) -> tuple[Iterator[pd.DataFrame
     of each label or None; a name for messages), before bad rows are dropped."""
     if cfg.path is None:
         n, chunks = builtin_corpus(cfg, seed)
-        return chunks, n, dict(zip(builtin.LANGUAGES, builtin.DEFAULT_LOCALES)), f"(built-in: {', '.join(cfg.sources)})"
+        locales = builtin.label_locales(builtin_quotas(cfg))
+        return chunks, n, locales, f"(built-in: {', '.join(cfg.sources)})"
     df = load_user_corpus(cfg.path, cfg.text_column, cfg.label_column, cfg.split_column)
     if df.empty:
         raise CorpusError(f"corpus file {cfg.path} (corpus.path) has no data rows")
@@ -503,7 +522,7 @@ def build_corpus(
         log(f"corpus: skipped {sum(tally.bad.values())} bad row(s): {dict(tally.bad)}")
         for line in tally.examples:
             log(f"  {line}")
-    write_charset(out_dir / "charset.json", build_charset(tally.clusters, fonts, cfg.inventory))
+    write_charset(out_dir / "charset.json", build_charset(tally.clusters, fonts, inventory_languages(cfg)))
     info = labels_info(ids, locales, dict(tally.bad), writers.sizes, dict(tally.sources))
     io.write_json(out_dir / "labels.json", info)
     log(f"corpus: {sum(writers.sizes.values())} rows, {len(ids)} labels, splits {writers.sizes}, "

@@ -1,18 +1,34 @@
 """The fonts a config may name, and which code points each one draws.
 
 The atlas and the corpus's bad-row check must agree on what is drawable, so
-both ask `load_face`. Coverage comes from each font's cmap (via fontTools,
-which matplotlib already depends on); the fonts are matplotlib's bundled
-faces, so every machine that installs the environment draws alike. Names are
-looked up only among those faces: a config or a model's metadata cannot make
-the renderer open any other file on the machine.
+both ask `load_face`. Two kinds of face, both installed by the README's
+install command or shipped in this package, so every machine draws alike:
+
+- matplotlib's bundled TrueType faces (DejaVu, STIX, Computer Modern), drawn
+  with Pillow; their coverage comes from each font's cmap (fontTools, which
+  matplotlib already depends on);
+- `Unifont`: GNU Unifont 15.0.01's glyph bitmaps for every visible code point
+  of the Basic Multilingual Plane (57,086 glyphs, 8x16 or 16x16 pixels: the
+  atlas's own cell grid), shipped in pixelpipe/data/fonts/ as the xz-compressed
+  `.hex` file of the Debian package `unifont` (licence beside it). Cells are
+  copied from the bitmaps: no rasterizer, no hinting, the same pixels on every
+  machine and Pillow version.
+
+Names are looked up only among those faces: a config or a model's metadata
+cannot make the renderer open any other file on the machine.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import lzma
 from pathlib import Path
+
+import numpy as np
+
+FONT_DIR = Path(__file__).parent / "fonts"
+BITMAP_FONTS = {"Unifont": "unifont-15.0.01"}  # name -> shipped {stem}.hex.xz and {stem}-combining.txt
 
 
 @functools.lru_cache(maxsize=1)
@@ -27,26 +43,54 @@ def font_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def available_fonts() -> tuple[str, ...]:
-    """File stems of the bundled fonts a config may name."""
-    return tuple(sorted(p.stem for p in font_dir().glob("*.ttf")))
+    """Names a config may give: the bundled TrueType faces' file stems and the shipped bitmap fonts."""
+    return tuple(sorted([p.stem for p in font_dir().glob("*.ttf")] + list(BITMAP_FONTS)))
 
 
 class FontFace:
-    """One bundled font file and the set of code points its cmap maps to glyphs."""
+    """One bundled TrueType font file and the set of code points its cmap maps to glyphs."""
+
+    bitmap = False
 
     def __init__(self, name: str) -> None:
-        if name not in available_fonts():
-            raise ValueError(f"unknown font {name!r}; available: {', '.join(available_fonts())}")
-        self.name = name
         from fontTools.ttLib import TTFont
 
+        self.name = name
         self.path = font_dir() / f"{name}.ttf"
         font = TTFont(self.path, lazy=True)
         self.codepoints = frozenset(font["cmap"].getBestCmap())
         font.close()
 
 
+class BitmapFace:
+    """A shipped bitmap font in Unifont's .hex format: one line per code point, `XXXX:` then 16 rows of 8 or 16
+    bits in hex (32 or 64 digits), and where each combining mark sits: `XXXX:-8` puts its bitmap's left edge 8
+    pixels left of the end of the glyph before it. Glyphs are decoded on first use."""
+
+    bitmap = True
+    height = 16
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.path = FONT_DIR / f"{BITMAP_FONTS[name]}.hex.xz"
+        with lzma.open(self.path, "rt", encoding="ascii") as handle:
+            self._hex = {int(k, 16): v for k, v in (line.rstrip("\n").split(":", 1) for line in handle)}
+        self.codepoints = frozenset(self._hex)
+        combining = (FONT_DIR / f"{BITMAP_FONTS[name]}-combining.txt").read_text(encoding="ascii").split()
+        self.offsets = {int(k, 16): int(v) for k, v in (line.split(":") for line in combining)}
+
+    @functools.lru_cache(maxsize=None)
+    def glyph(self, cp: int) -> np.ndarray:
+        """uint8 [16, 8 or 16]: the glyph's pixels, ink 255 on 0."""
+        digits = self._hex[cp]
+        width = len(digits) * 4 // self.height
+        rows = np.frombuffer(bytes.fromhex(digits), np.uint8).reshape(self.height, width // 8)
+        return np.unpackbits(rows, axis=1) * np.uint8(255)
+
+
 @functools.lru_cache(maxsize=None)
-def load_face(name: str) -> FontFace:
-    """Parse each font's cmap once per process."""
-    return FontFace(name)
+def load_face(name: str) -> FontFace | BitmapFace:
+    """Parse each font's cmap (or bitmap file) once per process."""
+    if name not in available_fonts():
+        raise ValueError(f"unknown font {name!r}; available: {', '.join(available_fonts())}")
+    return BitmapFace(name) if name in BITMAP_FONTS else FontFace(name)

@@ -91,8 +91,7 @@ def _read_sample(scan: CorpusScan, sample: pd.DataFrame, split_rows: dict[str, i
 def builtin_rows(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int]]:
     """(the real rows of the built-in corpus, in the corpus rule's order and with its ids; rows per language that
     Faker adds): data.corpus.builtin_corpus's first chunk and fill, without generating a Faker row."""
-    builtin.check_sources(ccfg.sources)
-    quotas = builtin.language_quotas(ccfg.num_samples, builtin.LANGUAGES)
+    quotas = builtin.plan_quotas(ccfg.languages, ccfg.sources, ccfg.num_samples)
     real, fill = builtin.sample_real(ccfg.sources, quotas, seed, faker=builtin.FAKER in ccfg.sources)
     real = real.iloc[np.random.default_rng(seed).permutation(len(real))].reset_index(drop=True)
     return real.assign(id=[f"row-{k + 1:07d}" for k in range(len(real))]), fill
@@ -139,7 +138,7 @@ def _rows_in_order(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int], 
 
     if ccfg.path is None:
         frame, fill = builtin_rows(ccfg, seed)
-        locales = dict(zip(builtin.LANGUAGES, builtin.DEFAULT_LOCALES))
+        locales = builtin.label_locales(fill)
         ids = class_ids(locales)
     else:
         chunks, _, locales, _ = corpus_chunks(ccfg, seed)
@@ -155,7 +154,7 @@ def corpus_facts(cfg: dict, exact: bool = True) -> CorpusFacts:
     quick estimate (every segment sampled)."""
     from ..core.io import json_text
     from ..data.charset import CHARSET_FORMAT, build_charset
-    from ..data.corpus import CorpusSettings, labels_info, split_codes
+    from ..data.corpus import CorpusSettings, inventory_languages, labels_info, split_codes
     from ..data.render import RenderSettings
 
     ccfg, seed = CorpusSettings.from_section(cfg["corpus"]), cfg["seed"]
@@ -166,7 +165,7 @@ def corpus_facts(cfg: dict, exact: bool = True) -> CorpusFacts:
         codes = split_codes(len(frame) + sum(fill.values()), ccfg.splits, seed)[len(frame):]
         _read_faker(scan, ccfg, fill, codes, len(frame), ids, FAKER_SAMPLE_ROWS if exact else PREFLIGHT_SAMPLE_ROWS,
                     seed)
-    charset = build_charset(scan.found, scan.fonts, ccfg.inventory)
+    charset = build_charset(scan.found, scan.fonts, inventory_languages(ccfg))
     sizes = {split: int(round(t.rows)) for split, t in scan.texts.items()}
     info = labels_info(ids, locales, {k: int(round(v)) for k, v in scan.bad.items()}, sizes,
                        {k: int(round(v)) for k, v in scan.sources.items()})
