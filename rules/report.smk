@@ -9,6 +9,7 @@ rule plan:
     params:
         # the whole config: the plan predicts every stage, so any change re-plans (cheap; nothing else reruns)
         config=config,
+        cores=workflow.cores,  # the schedule: which jobs share the machine's cores
     log:
         "logs/plan/plan.log",
     benchmark:
@@ -36,6 +37,7 @@ rule report:
         time_json="results/reports/time.json",
         memory_md=report("results/reports/memory.md", caption="../report/memory.rst", category="1. Summary"),
         time_md=report("results/reports/time.md", caption="../report/time.rst", category="1. Summary"),
+        calibration="results/reports/calibration.json",
         summary=report("results/reports/summary.md", caption="../report/summary.rst", category="1. Summary"),
         predicted_vs_measured=report("results/reports/predicted_vs_measured.png", caption="../report/predicted_vs_measured.rst", category="2. Memory and disk"),
         disk_over_dag=report("results/reports/disk_over_dag.png", caption="../report/disk_over_dag.rst", category="2. Memory and disk"),

@@ -58,6 +58,7 @@ DIRECT_READS = {
     "report.disk_preflight": "rules/common.smk",
     "report.cpu_gflops": "pixelpipe/plan/walltime.py",
     "report.gpu_tflops": "pixelpipe/plan/walltime.py",
+    "report.calibration": "workflow_scripts/report.py",
     "benchmark_matrix.variants": "pixelpipe/report/matrix.py",
     "benchmark_matrix.batch_sizes": "pixelpipe/report/matrix.py",
     "benchmark_matrix.steps": "pixelpipe/report/matrix.py",

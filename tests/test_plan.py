@@ -24,9 +24,10 @@ TOLERANCE_PCT = 15.0  # the issue's goal for peak host RAM and disk
 DISK_TOLERANCE_PCT = 2.0
 # A stage whose whole output is a small JSON report (the baseline's, deploy.{json,md}) is checked in bytes.
 SMALL_FILE_SLACK = 512
-# The evaluation's JSON, Markdown and plot (~120-190 KB) depend on which texts are misread and on how many models
-# have bars (py3langid is optional): the planner sizes a stand-in result, within 8 KB on the tiny run.
-EVALUATION_SLACK = 8192
+# The evaluation's JSON, Markdown and plot (~200-290 KB) depend on which texts are misread (per-language misreadings,
+# error examples), on the reliability diagram's bins and on how many models have bars (py3langid is optional): the
+# planner sizes a stand-in result, within 11 KB on the tiny run and 4 KB on the default one.
+EVALUATION_SLACK = 16384
 DEPLOY_STAGES = ("export_onnx/student", "quantize_onnx/student", "deploy_benchmark/student")
 
 

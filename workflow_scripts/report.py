@@ -8,5 +8,6 @@ from pixelpipe.scripts import stage
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, _):
     out = write_reports(sm.input.metrics, sm.input.benchmarks, Path(sm.input.teacher_csv).parents[1],
-                        read_json(sm.input.plan), Path(sm.output.summary).parent, tolerance=sm.params.report["tolerance_pct"])
+                        read_json(sm.input.plan), Path(sm.output.summary).parent, tolerance=sm.params.report["tolerance_pct"],
+                        calibration_file=sm.params.report["calibration"])
     log(f"report: {len(out['rows'])} stages compared; see {sm.output.summary}")

@@ -171,7 +171,10 @@ def corpus_facts(cfg: dict, exact: bool = True) -> CorpusFacts:
                        {k: int(round(v)) for k, v in scan.sources.items()})
     disk = {**scan.parquet_bytes(), "labels.json": len(json_text(info)),
             "charset.json": len(json_text({"format": CHARSET_FORMAT, "clusters": charset}))}
-    loaded = sum(sum(builtin.catalog()[s]["counts"].values()) for s in ccfg.sources if s != builtin.FAKER) \
-        if ccfg.path is None else 0
+    # the corpus rule reads one language's row groups at a time, but what it has read stays in the process
+    # (pyarrow's pool, pandas blocks): every row of the corpus's languages in the listed sources counts
+    langs = builtin.corpus_languages(ccfg.languages, ccfg.sources) if ccfg.path is None else []
+    loaded = sum(builtin.catalog()[s]["counts"].get(lang, 0) for s in ccfg.sources if s != builtin.FAKER
+                 for lang in langs)
     return CorpusFacts(scan.texts, max(1, len(ids)), charset, disk, scan.exact, len(frame), sum(fill.values()),
                        loaded, ccfg.path is not None)

@@ -64,7 +64,7 @@ class PlanInputs:
     teacher: EncoderConfig
     student: EncoderConfig
     report: dict
-    gflops: float | None
+    gflops: float
     cuda: bool
     precision: str
 
@@ -106,5 +106,5 @@ def plan_inputs(cfg: dict, exact: bool = True) -> PlanInputs:
         atlas=atlas.to_dict(), row_dtype=shard_dtype(settings.cells, len(facts.charset)),
         shard_size=cfg["render"]["shard_size"], capacity=settings.cells, pixels=int(np.prod(settings.shape)),
         classes=classes, teacher=encoder_for(cfg, "teacher", classes), student=encoder_for(cfg, "student", classes),
-        report=report, gflops=sustained_gflops(report, cuda), cuda=cuda,
+        report=report, gflops=sustained_gflops(report, cuda, cfg["hardware"]["profile"]), cuda=cuda,
         precision=cfg["engine"]["precision"] if cuda else "fp32")

@@ -108,7 +108,9 @@ def _onnx_floats(enc: EncoderConfig, glyphs: int) -> tuple[int, list[tuple[int, 
     table = (glyphs + 1) * fold_width(enc)
     if deploy_form(enc) == "ngram":
         h, c = enc.mixer_hidden, enc.num_classes
-        return table + h + 2 * 2 * h + c * 2 * h + c + ONNX_SCALARS, [(c, 2 * h)], c
+        d = enc.ngram_dim if enc.ngram_orders else 0  # the n-gram table's mean row joins the head's features
+        ngram_table = (1 << enc.ngram_bits) * d if enc.ngram_orders else 0  # a Gather's data: stays fp32 in int8
+        return table + ngram_table + h + 2 * 2 * h + c * (2 * h + d) + c + ONNX_SCALARS, [(c, 2 * h + d)], c
     live = {k: s for k, (s, *_) in model_tensors(enc).items() if not k.startswith(ONNX_DEAD)}
     floats = table + sum(int(np.prod(s)) for s in live.values()) + enc.num_capsules * enc.dim + ONNX_SCALARS
     weights = [s for k, s in live.items() if k.endswith(".weight") and len(s) >= 2]
@@ -137,13 +139,15 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int) -> dic
     from ..deploy.onnxmodel import INPUT_DOC
 
     floats, weights, int32_bias = _onnx_floats(enc, glyphs)
+    keys = 8 * (glyphs + 1) * enc.ngram_orders  # the glyph_keys initializer (int64 [G + 1, N]) with tables on
     w = sum(int(np.prod(s)) for s in weights)
     channels = sum(s[0] for s in weights)
     meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
     meta += _pb_bytes(len(("pixelpipe student (folded); inputs " + INPUT_DOC).encode()))
-    return {"fp32": 4 * floats + meta + onnx_graph_bytes(enc, "fp32"),
-            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + meta + onnx_graph_bytes(enc, "int8"),
+    return {"fp32": 4 * floats + keys + meta + onnx_graph_bytes(enc, "fp32"),
+            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + keys + meta + onnx_graph_bytes(enc, "int8"),
             "floats": floats, "int8_weights": w, "metadata": meta, "table_rows": glyphs + 1,
+            "ngram_table": 4 * (1 << enc.ngram_bits) * enc.ngram_dim + keys if enc.ngram_orders else 0,
             "table_width": fold_width(enc)}
 
 
@@ -272,33 +276,43 @@ run_fingerprint_placeholder = "0" * 16  # train.run.run_fingerprint: 16 hex digi
 
 # the evaluation's bar plot: a panel of bars per perturbation (46,789 and 60,479 bytes measured on the tiny run,
 # two perturbations, and the default run, five)
-EVALUATION_PNG_BYTES = {"base": 37_700, "per_perturbation": 4_560}
+# the accuracy panels (base, per perturbation) and the reliability diagram beside them (37 KB: 40.7 on the default run, 33 on the tiny one)
+EVALUATION_PNG_BYTES = {"base": 37_700, "per_perturbation": 4_560, "reliability": 37_000}
 
 
-def evaluation_bytes(cfg: dict) -> dict[str, int]:
+def evaluation_bytes(cfg: dict, classes: int = 19) -> dict[str, int]:
     """evaluation.json and .md of a stand-in result with the real structure (one row per model, set, perturbation and
-    length bucket, ten error examples per model, the goals), and the plot."""
+    length bucket, ten error examples per model, per-language counts and misreadings of each of the `classes`
+    languages, the calibration bins, the goals), and the plot."""
     from ..data import sources
     from ..deploy.evaluation import BUCKETS, CLEAN, GOAL_LENGTHS, py3langid_installed
     from ..deploy.evaluation_report import goals, render_markdown
 
     models = ["teacher", "student", "onnx_fp32", "onnx_int8", "ngram"]
     if py3langid_installed():
-        models.append("py3langid")
+        models += ["py3langid", "py3langid_all"]
     styles = {sources.catalog()[s]["style"] for s in cfg["evaluate"]["sources"] if s in sources.catalog()}
     sets = (["prose", "phrases"] if "prose" in styles else []) + (["ui"] if "ui" in styles else [])
     # a set spans most length buckets but rarely all four (prose has no text under 20 characters, UI strings
     # few over 100): five rows of the seven (buckets, goal lengths and "all") per model, set and perturbation
     # (between the tiny and the default run)
     buckets = ([b[0] for b in BUCKETS + GOAL_LENGTHS] + ["all"])[2:]
-    rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200}
+    rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200, "scope": "all"}
             for s in sets for k in [CLEAN, *cfg["evaluate"]["perturbations"]] for b in buckets for m in models]
     # ten misread texts per model and set, of held-out length (70 characters, a sixth of them non-ASCII: \\uXXXX)
     example = {"set": "phrases", "text": "x" * 58 + "\u0436" * 12, "label": "xx"}
     result = {"sources": cfg["evaluate"]["sources"], "sets": {s: 1234 for s in sets}, "rows": rows,
               "examples": {m: [example] * 10 * len(sets) for m in models},
               "missing": [] if "py3langid" in models else ["x" * 25]}
+    # per model and language: texts, right answers and (a few) languages it was misread as
+    langs = [f"l{i:02d}" for i in range(classes)]
+    result["languages"] = {m: {lang: {"n": 242, "correct": 239, "read_as": {"xx": 2, "yy": 1}} for lang in langs}
+                           for m in models}
+    result["calibration"] = {"texts": 4561, "ece": 0.0034866351667833867,
+                             "bins": [{"low": 0.2666666666666666, "high": 0.3333333333333333, "n": 20,
+                                       "confidence": 0.3028591547275977, "accuracy": 0.45454545454545453}] * 11}
+    result["reference_languages"] = langs[:classes]
     result["goals"] = goals(rows)
     return {"evaluation.json (estimate)": json_len(result), "evaluation.md (estimate)": len(render_markdown(result).encode()),
-            "evaluation.png (estimate)": EVALUATION_PNG_BYTES["base"]
+            "evaluation.png (estimate)": EVALUATION_PNG_BYTES["base"] + EVALUATION_PNG_BYTES["reliability"]
             + EVALUATION_PNG_BYTES["per_perturbation"] * len(cfg["evaluate"]["perturbations"])}

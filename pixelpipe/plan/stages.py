@@ -41,7 +41,19 @@ from .sizes import (
     run_fingerprint_placeholder,
     safetensors_bytes,
 )
-from .walltime import consolidate_wall_s, corpus_wall_s, encode_wall_s, render_wall_s, train_wall_s
+from .walltime import (
+    WallTime,
+    baseline_wall_s,
+    benchmark_wall_s,
+    consolidate_wall_s,
+    corpus_wall_s,
+    encode_wall_s,
+    evaluate_wall_s,
+    export_wall_s,
+    quantize_wall_s,
+    render_wall_s,
+    train_wall_s,
+)
 
 
 @dataclass
@@ -52,7 +64,8 @@ class StagePlan:
     name: str
     peak_host_bytes: int
     disk_written_bytes: int
-    wall_s: float | None = None
+    time: WallTime | None = None  # alone, at the published rates; workflow.py calibrates and schedules it
+    wall_s: float | None = None  # the plan's prediction: calibrated, with the sharing of cores
     peak_gpu_allocated_bytes: int | None = None
     peak_gpu_reserved_bytes: int | None = None
     checkpoint_bytes: int | None = None
@@ -65,7 +78,9 @@ class StagePlan:
 
     def prediction(self) -> dict[str, Any]:
         """The `predicted` block StageMeter stores beside the measurement."""
-        d = {k: v for k, v in asdict(self).items() if v is not None and k not in ("rule", "name")}
+        d = {k: v for k, v in asdict(self).items() if v is not None and k not in ("rule", "name", "time")}
+        if self.time:
+            d["startup_s"], d["work_s"] = self.time.startup_s, self.time.work_s
         d["source"] = "pixelpipe.plan (analytic, before the stage ran)"
         return d
 
@@ -95,7 +110,8 @@ def predict_corpus(inp: PlanInputs) -> StagePlan:
     host = {"baseline": HOST_BASELINE["corpus"], "runtime": rt["corpus"], **phase,
             "split codes (uint8) and their permutation (int64)": 9 * n_all}
     return StagePlan("corpus", "all", int(sum(host.values())), sum(facts.corpus_bytes.values()), samples=n_all,
-                     wall_s=None if facts.user_file else corpus_wall_s(facts.frame_rows, facts.faker_rows),
+                     time=corpus_wall_s(0 if facts.user_file else facts.frame_rows, facts.faker_rows,
+                                          facts.frame_rows if facts.user_file else 0),
                      detail={"host": host, "disk": facts.corpus_bytes, "exact": facts.exact,
                              "rows": {"drawn": facts.frame_rows, "faker": facts.faker_rows}})
 
@@ -115,7 +131,8 @@ def predict_baseline(inp: PlanInputs) -> StagePlan:
     model = safetensors_bytes({"bag.weight": ((bcfg["buckets"], inp.classes), "float32", 4),
                                "bias": ((inp.classes,), "float32", 4)})  # what evaluate scores
     return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES + model,
-                     samples=int(min(inp.sizes["train"], bcfg["max_rows"]) * bcfg["epochs"]), detail={"host": host})
+                     samples=int(min(inp.sizes["train"], bcfg["max_rows"]) * bcfg["epochs"]),
+                     time=baseline_wall_s(ngrams * bcfg["epochs"]), detail={"host": host})
 
 
 def predict_render(inp: PlanInputs) -> list[StagePlan]:
@@ -135,7 +152,7 @@ def predict_render(inp: PlanInputs) -> list[StagePlan]:
                 "one shard: layout, rows, counts": chunk * inp.capacity * HOST_RUNTIME["render_per_cell"],
                 "one shard: vectorized lookup": chars * HOST_RUNTIME["render_per_char"]}
         stages.append(StagePlan("render", split, int(sum(host.values())), sum(shard_files) + manifest, samples=n,
-                                wall_s=render_wall_s(n),
+                                time=render_wall_s(n),
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
     return stages
 
@@ -170,6 +187,16 @@ def _train_tokens(inp: PlanInputs, enc: EncoderConfig, tcfg: dict, bs: int, eval
             "mean_clusters": train.mean}
 
 
+def table_elements(enc: EncoderConfig, clusters: float) -> float:
+    """n-gram table row elements one text of `clusters` glyphs reads: every n-gram of 1..N glyphs of the text
+    padded with a blank on each side, a row of ngram_dim each (0 without tables)."""
+    n = enc.ngram_orders
+    if not n:
+        return 0.0
+    grams = sum(max(0.0, clusters + 2 - k + 1) for k in range(1, n + 1))
+    return grams * enc.ngram_dim
+
+
 def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict,
                    keep: int, every: int) -> tuple[StagePlan, int]:
     """A train_<role> job and the bytes of one of its checkpoints."""
@@ -194,11 +221,14 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
     ckpt = checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
     flops = {k: flops_per_sample(enc, tokens=tokens[f"{k}_batch"]) for k in ("train", "val", "test")}
     samples = steps * bs
+    evaluated = inp.sizes["val"] * math.ceil(tcfg["epochs"]) + inp.sizes["test"]
+    per_text = table_elements(enc, tokens["mean_clusters"])
     wall = train_wall_s(flops["train"], samples, inp.sizes["val"] * math.ceil(tcfg["epochs"]) * flops["val"]
-                        + inp.sizes["test"] * flops["test"], inp.gflops, enc.core, inp.cuda)
+                        + inp.sizes["test"] * flops["test"], inp.gflops, enc.core, inp.cuda,
+                        samples * per_text, evaluated * per_text)
     saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
     left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
-    sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, wall_s=wall, samples=samples,
+    sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, time=wall, samples=samples,
                    checkpoint_bytes=left,
                    detail={"host": host, "page_cache (not in host)": page_cache,
                            "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
@@ -258,7 +288,8 @@ def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
             tokens_at[batch] = lengths.sorted_batch_tokens(teacher, batch)
         flops = flops_per_sample(teacher, tokens=tokens_at[batch])
         sp = StagePlan("encode", f"{split}-{s:05d}", int(sum(host.values())), disk,
-                       wall_s=encode_wall_s(flops, m, inp.gflops, teacher.core, inp.cuda), samples=m,
+                       time=encode_wall_s(flops, m, inp.gflops, teacher.core, inp.cuda,
+                                          m * table_elements(teacher, lengths.mean)), samples=m,
                        detail={"host": host, "flops_per_sample": flops})
         if inp.cuda:
             sp.peak_gpu_allocated_bytes = int(live)
@@ -282,7 +313,7 @@ def predict_consolidate(inp: PlanInputs, split: str) -> StagePlan:
     host = {"baseline": HOST_BASELINE["consolidate"], "runtime": HOST_RUNTIME["consolidate"],
             "one field of one shard": min(n, shard_size) * biggest_field}  # written memmap pages: page cache
     return StagePlan("consolidate", split, int(sum(host.values())), arrays + manifest, samples=n,
-                     wall_s=consolidate_wall_s(arrays),
+                     time=consolidate_wall_s(arrays),
                      detail={"host": host, "disk": {"arrays": arrays, "manifest (estimate)": manifest}})
 
 
@@ -303,6 +334,12 @@ class StudentOnnx:
     @property
     def int8(self) -> int:
         return self.sizes["int8"]
+
+    @property
+    def without_ngrams(self) -> int:
+        """The fp32 file less its n-gram table and glyph keys: what the export and quantize copies scale with
+        (fitted before the tables; the table is read once, see docs/engine.md)."""
+        return self.sizes["fp32"] - self.sizes["ngram_table"]
 
     @property
     def table(self) -> int:
@@ -351,11 +388,12 @@ def predict_export_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     host = {"baseline": HOST_BASELINE["export"], "runtime": HOST_RUNTIME["export_onnx"],
             "torch weights": 4 * onnx.params,
             "folded module (glyph table)": onnx.table,
-            "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.fp32, "val shard rows": _rows_bytes(inp, n_parity),
+            "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.without_ngrams, "val shard rows": _rows_bytes(inp, n_parity),
             "parity batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
             "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     return StagePlan("export_onnx", "student", sum(host.values()), onnx.fp32, samples=n_parity,
+                     time=export_wall_s(onnx.fp32, n_parity),
                      detail={"host": host, "disk": {"student.onnx (estimate)": onnx.fp32}, "onnx": onnx.sizes})
 
 
@@ -364,11 +402,12 @@ def predict_quantize_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     calib = min(qcfg["calibration_samples"], inp.sizes["train"]) if qcfg["method"] == "static" else 0
     batch = max(min(64, calib), min(256, inp.sizes["test"]))  # calibration batches of 64, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
-            "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * onnx.fp32 + onnx.int8,
+            "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * onnx.without_ngrams + onnx.int8,
             "largest batch": _feeds_bytes(inp, batch),
             "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     return StagePlan("quantize_onnx", "student", sum(host.values()), onnx.int8, samples=calib,
+                     time=quantize_wall_s(onnx.fp32),
                      detail={"host": host, "disk": {"student.int8.onnx (estimate)": onnx.int8}})
 
 
@@ -383,8 +422,10 @@ def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
     reports = deploy_report_bytes(inp.cfg, inp.student, onnx.fp32, onnx.int8, n_test)
+    # the test split scored by each form (torch, fp32, int8), then each batch size timed `repeats` times per form
+    texts = 3 * (n_test + dcfg["repeats"] * sum(dcfg["batch_sizes"]))
     return StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
-                     detail={"host": host, "disk": reports})
+                     time=benchmark_wall_s(texts), detail={"host": host, "disk": reports})
 
 
 def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) -> StagePlan:
@@ -406,5 +447,9 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64),
             "py3langid's model (when installed)": HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
     host = {k: int(v) for k, v in host.items()}
-    disk = evaluation_bytes(inp.cfg)
-    return StagePlan("evaluate", "heldout", sum(host.values()), sum(disk.values()), detail={"host": host, "disk": disk})
+    disk = evaluation_bytes(inp.cfg, inp.classes)
+    # each held-out text (three sets, per_language per language) read clean and perturbed by every model
+    models = 5 + (2 if py3langid_installed() else 0)
+    scores = 3 * ecfg["per_language"] * inp.classes * (1 + len(ecfg["perturbations"])) * models
+    return StagePlan("evaluate", "heldout", sum(host.values()), sum(disk.values()), time=evaluate_wall_s(scores),
+                     detail={"host": host, "disk": disk, "scores": scores})

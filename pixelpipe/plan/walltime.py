@@ -1,8 +1,30 @@
-"""Wall time: for the compute-bound stages, model FLOPs over a sustained throughput figure (report.cpu_gflops,
-or report.gpu_tflops on CUDA) plus a fixed start-up (no figure, no prediction); for the data stages (corpus,
-render, consolidate), rows or bytes over rates measured on the 2-core machine (DATA_RATES)."""
+"""Wall time, published model: each job is a fixed start-up plus its work at published rates (`WallTime`).
+For the compute-bound stages the work is model FLOPs over a sustained throughput figure (report.cpu_gflops, or
+report.gpu_tflops on CUDA, whose default is the hardware profile's GPU_TFLOPS) plus the n-gram tables' rows; for
+the data and deploy stages, rows, texts or bytes over rates measured on the 2-core machine (DATA_RATES,
+DEPLOY_RATES). A machine's own runs then scale each rule's work (calibration.py), and schedule.py adds the
+sharing of cores between jobs that run side by side."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WallTime:
+    """A job alone on the machine at the published rates: `startup_s` + `work_s` (calibration scales the work)."""
+
+    startup_s: float
+    work_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.startup_s + self.work_s
+
+
+# Sustained model TFLOP/s each GPU profile is assumed to reach before a run on it has calibrated the planner
+# (about a third of the card's dense fp16/bf16 peak: 65, 125 and 990 TFLOP/s). Not measured on a GPU.
+GPU_TFLOPS = {"t4": 20.0, "a10g": 40.0, "h100": 300.0}
 
 # Seconds a torch stage spends before and after its work (imports, model load, saving).
 STAGE_STARTUP_S = 3.0
@@ -13,42 +35,50 @@ STAGE_STARTUP_S = 3.0
 # teacher 80.2 s for a predicted 107.0 s at 1.0, student 41.6 s for 29.5 s, evaluation passes included; with
 # them at CPU_INFER_EFFICIENCY below the final default run predicts 78.7 s and measures 83.2 s for the
 # teacher); checked at 1x, 10x and 100x the corpus by bench/growth.py (docs/benchmarks.md).
-CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 0.69}
+CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 0.45}
 # Inference (encode, the training jobs' evaluation passes) runs faster per FLOP than training: no backward, no
 # saved tensors. Calibrated with engine.evaluate on the default run's test split (7,600 rows, batch 64, 2
 # threads): teacher 3,401 rows/s (78.6 GFLOP/s), student 14,923 rows/s (44.9 GFLOP/s); checked at 1x, 10x
 # and 100x the corpus by bench/growth.py (docs/benchmarks.md).
-CPU_INFER_EFFICIENCY = {"recursive": 1.75, "none": 1.0}
+CPU_INFER_EFFICIENCY = {"recursive": 1.75, "none": 0.4}
 # An encode job's meter starts after the imports: what it spends besides its batches is loading the teacher.
 ENCODE_STARTUP_S = 0.2
 
 
-def sustained_gflops(report: dict, cuda: bool) -> float | None:
-    """The throughput the predictions divide by, in GFLOP/s (None: no time prediction)."""
+def sustained_gflops(report: dict, cuda: bool, profile: str = "cpu") -> float:
+    """The throughput the predictions divide by, in GFLOP/s: report.gpu_tflops (default: the profile's
+    GPU_TFLOPS; an A10G's where the profile is auto or cpu) on CUDA, report.cpu_gflops on CPU."""
     if cuda:
-        tflops = report.get("gpu_tflops")
-        return tflops * 1000 if tflops else None
-    return report.get("cpu_gflops")
+        return 1000 * (report.get("gpu_tflops") or GPU_TFLOPS.get(profile, GPU_TFLOPS["a10g"]))
+    return report["cpu_gflops"]
 
 
 def _rate(gflops: float, core: str, cuda: bool, table: dict[str, float] = CPU_CORE_EFFICIENCY) -> float:
     return gflops * 1e9 * (1.0 if cuda else table.get(core, 1.0))
 
 
-def train_wall_s(flops: float, samples: int, eval_flops: float, gflops: float | None, core: str = "recursive",
-                 cuda: bool = False) -> float | None:
+# The n-gram tables cost memory traffic, not FLOPs: each n-gram of a trained text reads its row, scatters a
+# gradient into it and LazyAdamW rewrites it with its two moments. Seconds per n-gram row element (row width x
+# n-grams) trained, and per element read in inference; fitted on the default run's teacher (2^19 x 128) and
+# student (2^17 x 64) on the 2-core machine.
+TABLE_TRAIN_S_PER_ELEMENT = 5.0e-9
+TABLE_INFER_S_PER_ELEMENT = 2.0e-9
+
+
+def train_wall_s(flops: float, samples: int, eval_flops: float, gflops: float, core: str = "recursive",
+                 cuda: bool = False, table_elements: float = 0.0, eval_table_elements: float = 0.0) -> WallTime:
     """A training job: forward and backward (3x the forward FLOPs) per trained sample, plus `eval_flops` for the
-    evaluation forwards."""
-    if not gflops:
-        return None
-    return (STAGE_STARTUP_S + 3 * flops * samples / _rate(gflops, core, cuda)
-            + eval_flops / _rate(gflops, core, cuda, CPU_INFER_EFFICIENCY))
+    evaluation forwards; `table_elements` = n-gram rows x row width over all trained samples."""
+    table = 0.0 if cuda else table_elements * TABLE_TRAIN_S_PER_ELEMENT + eval_table_elements * TABLE_INFER_S_PER_ELEMENT
+    return WallTime(STAGE_STARTUP_S, 3 * flops * samples / _rate(gflops, core, cuda)
+                    + eval_flops / _rate(gflops, core, cuda, CPU_INFER_EFFICIENCY) + table)
 
 
-def encode_wall_s(flops: float, samples: int, gflops: float | None, core: str = "recursive",
-                  cuda: bool = False) -> float | None:
-    """An encode job: one forward per sample."""
-    return ENCODE_STARTUP_S + samples * flops / _rate(gflops, core, cuda, CPU_INFER_EFFICIENCY) if gflops else None
+def encode_wall_s(flops: float, samples: int, gflops: float, core: str = "recursive",
+                  cuda: bool = False, table_elements: float = 0.0) -> WallTime:
+    """An encode job: one forward per sample (and its n-gram rows)."""
+    table = 0.0 if cuda else table_elements * TABLE_INFER_S_PER_ELEMENT
+    return WallTime(ENCODE_STARTUP_S, samples * flops / _rate(gflops, core, cuda, CPU_INFER_EFFICIENCY) + table)
 
 
 # The data stages' rates on the 2-core machine (one process each), and what a job spends besides its rows
@@ -56,19 +86,53 @@ def encode_wall_s(flops: float, samples: int, gflops: float | None, core: str = 
 # on in docs/benchmarks.md: the default run (76,000 real rows), and a corpus of 40,000 Faker rows.
 DATA_RATES = {  # corpus: 37,994 and 75,987 real rows in 2.48 and 4.53 s; 40,000 Faker rows in 4.75 s
               "corpus_real_rows_per_s": 18_500, "corpus_faker_rows_per_s": 9_260, "corpus_startup_s": 0.43,
+              "corpus_user_rows_per_s": 50_000,  # a user file: read, split and written once (not fitted)
               # the default run's three render and three consolidate jobs (7,600 and 60,787 rows)
               "render_rows_per_s": 118_000, "render_startup_s": 0.33,
               "consolidate_bytes_per_s": 456e6, "consolidate_startup_s": 0.03}
 
 
-def corpus_wall_s(real_rows: int, faker_rows: int) -> float:
+def corpus_wall_s(real_rows: int, faker_rows: int, user_rows: int = 0) -> WallTime:
     r = DATA_RATES
-    return r["corpus_startup_s"] + real_rows / r["corpus_real_rows_per_s"] + faker_rows / r["corpus_faker_rows_per_s"]
+    return WallTime(r["corpus_startup_s"], real_rows / r["corpus_real_rows_per_s"]
+                    + faker_rows / r["corpus_faker_rows_per_s"] + user_rows / r["corpus_user_rows_per_s"])
 
 
-def render_wall_s(rows: int) -> float:
-    return DATA_RATES["render_startup_s"] + rows / DATA_RATES["render_rows_per_s"]
+def render_wall_s(rows: int) -> WallTime:
+    return WallTime(DATA_RATES["render_startup_s"], rows / DATA_RATES["render_rows_per_s"])
 
 
-def consolidate_wall_s(nbytes: int) -> float:
-    return DATA_RATES["consolidate_startup_s"] + nbytes / DATA_RATES["consolidate_bytes_per_s"]
+def consolidate_wall_s(nbytes: int) -> WallTime:
+    return WallTime(DATA_RATES["consolidate_startup_s"], nbytes / DATA_RATES["consolidate_bytes_per_s"])
+
+
+# The baseline and deploy stages on the 2-core machine: what each job's time grows with (rows, texts, bytes),
+# fitted on the default run (docs/benchmarks.md).
+DEPLOY_RATES = {"baseline_ngrams_per_s": 2.0e6, "baseline_startup_s": 1.0,
+                "export_bytes_per_s": 20e6, "export_rows_per_s": 800, "export_startup_s": 5.0,
+                "quantize_bytes_per_s": 10e6, "quantize_startup_s": 0.5,
+                "benchmark_texts_per_s": 1_500, "benchmark_startup_s": 1.0,
+                "evaluate_scores_per_s": 11_000, "evaluate_startup_s": 2.0}
+
+
+def baseline_wall_s(ngrams_trained: float) -> WallTime:
+    r = DEPLOY_RATES
+    return WallTime(r["baseline_startup_s"], ngrams_trained / r["baseline_ngrams_per_s"])
+
+
+def export_wall_s(onnx_bytes: int, parity_rows: int) -> WallTime:
+    r = DEPLOY_RATES
+    return WallTime(r["export_startup_s"], onnx_bytes / r["export_bytes_per_s"] + parity_rows / r["export_rows_per_s"])
+
+
+def quantize_wall_s(onnx_bytes: int) -> WallTime:
+    return WallTime(DEPLOY_RATES["quantize_startup_s"], onnx_bytes / DEPLOY_RATES["quantize_bytes_per_s"])
+
+
+def benchmark_wall_s(texts: int) -> WallTime:
+    return WallTime(DEPLOY_RATES["benchmark_startup_s"], texts / DEPLOY_RATES["benchmark_texts_per_s"])
+
+
+def evaluate_wall_s(scores: int) -> WallTime:
+    """`scores`: texts x models x perturbations the evaluation reads."""
+    return WallTime(DEPLOY_RATES["evaluate_startup_s"], scores / DEPLOY_RATES["evaluate_scores_per_s"])

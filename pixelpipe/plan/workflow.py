@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .calibration import Calibration, load_calibration, machine_key
 from .inputs import PlanInputs, plan_inputs
 from .memory import (
     BASELINE_BYTES_PER_NGRAM,
@@ -13,6 +14,7 @@ from .memory import (
     HOST_RUNTIME,
     ORT_ARENA_FACTOR,
 )
+from .schedule import DEFAULT_CORES, schedule_stages
 from .shapes import parameter_count
 from .stages import (
     StagePlan,
@@ -51,12 +53,15 @@ def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StageP
     }
 
 
-def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
-    """Every stage's prediction plus the disk totals; `cfg` is a resolved config.
+def plan_workflow(cfg: dict, exact: bool = True, cores: int | None = None,
+                  calibration: Calibration | None = None) -> dict[str, Any]:
+    """Every stage's prediction plus the disk totals and the run's schedule; `cfg` is a resolved config.
 
     exact: read the corpus as the corpus rule will (the shipped or user rows whole, Faker's first rows, see
     corpusfacts), so split sizes, cache manifests and the charset are what the stages will write; otherwise
     sample every part of it (the disk preflight, before any job).
+    cores: Snakemake's --cores (default 4, the README's command); calibration: this machine's time factors
+    (default: read from report.calibration for the machine the planner runs on).
     """
     inp = plan_inputs(cfg, exact)
     stages = [predict_corpus(inp), predict_baseline(inp), *predict_render(inp)]
@@ -78,7 +83,10 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
     # whatever the job order (a split's shards are deleted as its dataset grows).
     disk_peak = sum(disk_totals.values())
     report = inp.report
+    calibration = calibration or load_calibration(report.get("calibration"), plan_machine(cfg))
+    timing = schedule_stages(stages, calibration, cfg, cores or DEFAULT_CORES)
     return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
+            "run": timing, "peak_host_bytes": max(s.peak_host_bytes for s in stages),
             "disk": disk_totals, "disk_peak_bytes": disk_peak,
             "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp: one per split beside its dataset)"]
             - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * student[1]
@@ -91,4 +99,15 @@ def plan_workflow(cfg: dict, exact: bool = True) -> dict[str, Any]:
                             "cpu_infer_factor": CPU_INFER_FACTOR, "cpu_train_transient": CPU_TRAIN_TRANSIENT,
                             "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
                             "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
-                            "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops")}}
+                            "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops"),
+                            "time_factors": {r: vars(f) for r, f in calibration.rules.items()}}}
+
+
+def plan_machine(cfg: dict) -> str:
+    """The calibration key of the machine the plan is for: this CPU, and the GPU the profile will use."""
+    if cfg["hardware"]["profile"] == "cpu":
+        return machine_key()
+    from ..core.hardware import probe_device
+
+    info = probe_device(cfg["hardware"]["device"])
+    return machine_key(info.name if info.kind == "cuda" else f"{cfg['hardware']['profile']} (profile; no GPU here)")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import os
-import platform
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import psutil
 from ..config.stages import STAGE_RULES
 from ..core.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from ..core.io import read_json, write_json, write_text
+from ..plan.calibration import CALIBRATION_VERSION, RULE_KIND, RuleFactor, cpu_model, fit, machine_key, save_calibration
 from .summary import summary_markdown_lines
 
 RULE_ORDER = list(STAGE_RULES)
@@ -39,15 +39,7 @@ PLOTS = ("predicted_vs_measured.png", "time_per_rule.png", "train_breakdown.png"
 
 def machine_description() -> str:
     """CPU model, cores and RAM (and the GPU when CUDA is present): which machine measured this."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    desc = f"{cpu}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
+    desc = f"{cpu_model()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
     try:
         import torch
 
@@ -158,21 +150,45 @@ def memory_markdown(rows: list[dict], plan: dict, machine: str, tolerance: float
     return "\n".join(lines)
 
 
-def time_markdown(rows: list[dict], metrics: list[dict], machine: str) -> str:
+def time_markdown(rows: list[dict], metrics: list[dict], machine: str, plan: dict | None = None,
+                  fitted: dict | None = None) -> str:
+    plan = plan or {}
+    run = plan.get("run", {})
+    planned = {s["key"]: s for s in plan.get("stages", [])}
     lines = ["# Time per stage", "", f"Measured on: {machine}. `wall` is StageMeter's (the stage body); "
              "`snakemake s` is Snakemake's benchmark (the whole job, interpreter start included); "
-             "`predicted` comes from the planner where a throughput figure is known.", "",
-             "| stage | samples | measured wall | snakemake s | measured samples/s | predicted wall | error |",
-             "|---|---|---|---|---|---|---|"]
+             "`predicted` is the planner's, made before the run: the published model scaled by this machine's "
+             "calibration where it had one (`factor from`), times `shared` (how much the jobs Snakemake ran beside "
+             "it shared its cores, as scheduled).", "",
+             "| stage | samples | measured wall | snakemake s | measured samples/s | predicted wall | error | factor from "
+             "| shared |", "|---|---|---|---|---|---|---|---|---|"]
     by_key = {m["key"]: m for m in metrics}
     for r in rows:
         m = by_key[r["key"]]
         w = r["resources"].get("wall_s", {})
         b = m["snakemake_benchmark"]
+        t = planned.get(r["key"], {}).get("detail", {}).get("time", {})
         lines.append(f"| {r['key']} | {m.get('samples', '-')} | {m['wall_s']:.2f} s | "
                      f"{b['s']:.2f} s | " if b else f"| {r['key']} | {m.get('samples', '-')} | {m['wall_s']:.2f} s | - | ")
         lines[-1] += (f"{m['samples_per_s']:.0f} | " if m.get("samples_per_s") else "- | ")
-        lines[-1] += f"{_fmt('wall_s', w.get('predicted'))} | {fmt_pct(w.get('error_pct'))} |"
+        lines[-1] += (f"{_fmt('wall_s', w.get('predicted'))} | {fmt_pct(w.get('error_pct'))} | "
+                      f"{t.get('factor_from', '-')} | {'x%.2f' % t['contention'] if 'contention' in t else '-'} |")
+    if run:
+        lines += ["", "## The plan's calibration", "",
+                  f"Machine key: `{run.get('machine')}`; calibration file: `{run.get('calibration_file') or 'none'}`; "
+                  f"rules with factors measured on this machine when the plan was made: "
+                  f"{', '.join(run.get('calibrated_rules') or []) or 'none (the published model)'}. Predicted run: "
+                  f"{run.get('wall_s')} s on --cores {run.get('cores')} ({run.get('machine_cores')} cores here)."]
+    if fitted:
+        lines += ["", "## Calibration fitted on this run (merged into the calibration file)", "",
+                  "Error = median |predicted - measured| / measured over the rule's jobs: `published` is the model "
+                  "before any calibration, `calibrated` with this run's factor and the measured sharing of cores.", "",
+                  "| rule | kind | factor | jobs | error published | error calibrated | process overhead |",
+                  "|---|---|---|---|---|---|---|"]
+        for rule, f in sorted(fitted.items(), key=lambda x: _rule_key(x[0])):
+            over = f"{f['overhead_s']:.1f} s" if f.get("overhead_s") is not None else "-"
+            lines.append(f"| {rule} | {RULE_KIND.get(rule, '-')} | {f['factor']:.3f} | {f['jobs']} | "
+                         f"{f['error_before_pct']:.0f} % | {f['error_after_pct']:.0f} % | {over} |")
     for m in metrics:
         if m.get("components"):
             total = sum(c["seconds"] for c in m["components"].values()) or 1.0
@@ -373,9 +389,12 @@ def summary_markdown(rows: list[dict], metrics: list[dict], plan: dict, machine:
 
 
 def write_reports(metrics_paths: Iterable[str | os.PathLike], benchmark_paths: Iterable[str | os.PathLike],
-                  results: str | os.PathLike, plan: dict, out_dir: str | os.PathLike, tolerance: float = 15.0) -> dict:
+                  results: str | os.PathLike, plan: dict, out_dir: str | os.PathLike, tolerance: float = 15.0,
+                  calibration_file: str | os.PathLike | None = None) -> dict:
     """`plan` is what pixelpipe.plan predicted (results/plan.json); `metrics_paths` and `benchmark_paths` are
-    every job's StageMeter JSON and Snakemake benchmark; `results` holds the models' metrics and manifests."""
+    every job's StageMeter JSON and Snakemake benchmark; `results` holds the models' metrics and manifests.
+    The time factors fitted on this run go to calibration.json beside the reports and, merged, into
+    `calibration_file` (the machine's, kept across results directories) when one is given."""
     results, out = Path(results), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     metrics = load_metrics(metrics_paths, benchmark_paths)
@@ -394,7 +413,13 @@ def write_reports(metrics_paths: Iterable[str | os.PathLike], benchmark_paths: I
               "forward_parts": m.get("forward_parts")} for r, m in zip(rows, metrics)]
     write_json(out / "time.json", {"machine": machine, "stages": times})
     write_text(out / "memory.md", memory_markdown(rows, plan, machine, tolerance))
-    write_text(out / "time.md", time_markdown(rows, metrics, machine))
+    run = plan.get("run", {})
+    fitted = {r: vars(f) for r, f in fit(plan, metrics, run.get("machine_cores") or os.cpu_count() or 1).items()}
+    key = run.get("machine") or machine_key()
+    write_json(out / "calibration.json", {"version": CALIBRATION_VERSION, "machines": {key: {"rules": fitted}}})
+    if calibration_file and fitted:
+        save_calibration(calibration_file, key, {r: RuleFactor(**f) for r, f in fitted.items()})
+    write_text(out / "time.md", time_markdown(rows, metrics, machine, plan, fitted))
     write_text(out / "summary.md", summary_markdown(rows, metrics, plan, machine, tolerance, results))
     make_plots(out, rows, metrics, disk, results)
     return {"rows": rows, "plan": plan}

@@ -1,0 +1,171 @@
+"""Time calibration: per-machine factors on the planner's published time model, learned from the jobs a
+machine has already run (results/metrics/*/*.json against results/plan.json).
+
+Every job's predicted time is `startup_s + work_s x factor x contention`: `work_s` at the published rates
+(walltime.py), `factor` this machine's measured ratio for the job's rule (1.0 where it has none), and
+`contention` how much the job's cores are shared with the jobs Snakemake runs beside it (schedule.py). The
+factors live in one small versioned JSON file (`report.calibration`, default `calibration.json` in the
+working directory, outside results/ so it outlives a results directory and can be copied to a cluster),
+keyed by machine: the CPU model and core count, or the GPU's name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CALIBRATION_VERSION = 1
+
+# How a rule's work scales: what the report groups the factors by (training, inference, data: I/O and pandas).
+RULE_KIND = {"corpus": "data", "render": "data", "consolidate": "data", "baseline": "data",
+             "train_teacher": "training", "train_student": "training",
+             "encode": "inference", "export_onnx": "inference", "quantize_onnx": "inference",
+             "deploy_benchmark": "inference", "evaluate": "inference"}
+# Jobs shorter than this carry more start-up noise than signal: they are fitted, but weigh like one job.
+SHORT_JOB_S = 1.0
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo; the platform's processor string elsewhere)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key(cuda_name: str | None = None, cores: int | None = None) -> str:
+    """Which machine a factor belongs to: `cpu: <model> x<cores>`, and `+ cuda: <GPU name>` where the jobs use one."""
+    cpu = f"cpu: {cpu_model()} x{cores or os.cpu_count()}"
+    return f"{cpu} + cuda: {cuda_name}" if cuda_name else cpu
+
+
+@dataclass
+class RuleFactor:
+    """One rule's factor on one machine: the median over its measured jobs of (solo time - start-up) / work."""
+
+    factor: float
+    jobs: int
+    error_before_pct: float  # median |error| of the published model on those jobs
+    error_after_pct: float  # ... and with this factor (and the measured contention)
+    overhead_s: float | None = None  # process start and imports: Snakemake's benchmark time less the stage body
+
+
+@dataclass
+class Calibration:
+    """The factors for one machine (empty: the published model alone)."""
+
+    machine: str
+    rules: dict[str, RuleFactor] = field(default_factory=dict)
+    source: str | None = None  # the file they came from
+
+    def overhead(self, rule: str, default: float) -> float:
+        f = self.rules.get(rule)
+        return f.overhead_s if f and f.overhead_s is not None else default
+
+    def factor(self, rule: str) -> tuple[float, str]:
+        """(factor, where it came from) for a rule: its own, else the median of its kind's, else 1.0."""
+        if rule in self.rules:
+            return self.rules[rule].factor, f"measured ({self.rules[rule].jobs} jobs)"
+        kind = [f.factor for r, f in self.rules.items() if RULE_KIND.get(r) == RULE_KIND.get(rule)]
+        if kind:
+            return statistics.median(kind), f"{RULE_KIND.get(rule)} jobs' median"
+        return 1.0, "published default"
+
+
+def load_calibration(path: str | os.PathLike | None, machine: str) -> Calibration:
+    """This machine's factors from the calibration file (none there, or no file: an empty Calibration)."""
+    if not path or not Path(path).is_file():
+        return Calibration(machine)
+    data = json.loads(Path(path).read_text())
+    if data.get("version") != CALIBRATION_VERSION:
+        raise ValueError(f"{path}: calibration version {data.get('version')!r}, this pixelpipe reads "
+                         f"{CALIBRATION_VERSION}: delete it (the next run writes a new one)")
+    rules = data.get("machines", {}).get(machine, {}).get("rules", {})
+    return Calibration(machine, {r: RuleFactor(**v) for r, v in rules.items()}, str(path))
+
+
+def interval_contention(jobs: list[dict], cores: int) -> list[float]:
+    """Each job's mean core sharing over its run: max(1, sum of the running jobs' cores / machine cores),
+    averaged over its wall time. `jobs` have started_at, finished_at and threads (cores each asks for)."""
+    edges = sorted({t for j in jobs for t in (j["started_at"], j["finished_at"])})
+    out = []
+    for j in jobs:
+        s, f = j["started_at"], j["finished_at"]
+        if f <= s:
+            out.append(1.0)
+            continue
+        acc = 0.0
+        for a, b in zip(edges, edges[1:]):
+            lo, hi = max(a, s), min(b, f)
+            if hi <= lo:
+                continue
+            mid = (lo + hi) / 2
+            demand = sum(min(k.get("threads", 1), cores) for k in jobs if k["started_at"] <= mid < k["finished_at"])
+            acc += (hi - lo) * max(1.0, demand / cores)
+        out.append(acc / (f - s))
+    return out
+
+
+def fit(plan: Mapping[str, Any], metrics: Iterable[dict], cores: int) -> dict[str, RuleFactor]:
+    """Per-rule factors from one run: its plan (each stage's startup_s and work_s) and its jobs' metrics."""
+    by_key = {s["key"]: s for s in plan["stages"]}
+    jobs = [m for m in metrics if m.get("status", "ok") == "ok" and "started_at" in m and "finished_at" in m]
+    contention = interval_contention(jobs, cores)
+    per_rule: dict[str, list[tuple[float, float, float, dict]]] = {}
+    overheads: dict[str, list[float]] = {}
+    for m, c in zip(jobs, contention):
+        s = by_key.get(m["key"]) if "key" in m else None
+        if not s or not s.get("work_s"):
+            continue
+        solo = m["wall_s"] / c
+        factor = max(solo - s["startup_s"], 0.05 * solo) / s["work_s"]
+        per_rule.setdefault(m["rule"], []).append((factor, m["wall_s"], c, s))
+        bench = m.get("snakemake_benchmark") or {}
+        if isinstance(bench.get("s"), float):
+            overheads.setdefault(m["rule"], []).append(max(0.0, bench["s"] - m["wall_s"]))
+    fitted = {}
+    for rule, rows in per_rule.items():
+        f = statistics.median(r[0] for r in rows)
+        before, after = [], []
+        for _, wall, c, s in rows:
+            before.append(abs(s["startup_s"] + s["work_s"] - wall) / wall * 100)
+            after.append(abs((s["startup_s"] + s["work_s"] * f) * c - wall) / wall * 100)
+        over = overheads.get(rule)
+        fitted[rule] = RuleFactor(round(f, 4), len(rows), round(statistics.median(before), 1),
+                                  round(statistics.median(after), 1),
+                                  round(statistics.median(over), 2) if over else None)
+    return fitted
+
+
+def save_calibration(path: str | os.PathLike, machine: str, fitted: Mapping[str, RuleFactor]) -> dict:
+    """Merge this run's factors into the file (the rules it measured replace that machine's; other machines and
+    rules stay), atomically; returns the whole file's content."""
+    p = Path(path)
+    data = json.loads(p.read_text()) if p.is_file() else {}
+    if data.get("version") != CALIBRATION_VERSION:
+        data = {"version": CALIBRATION_VERSION, "machines": {}}
+    entry = data["machines"].setdefault(machine, {"rules": {}})
+    entry["rules"].update({r: vars(f) for r, f in fitted.items()})
+    entry["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    entry["runs"] = entry.get("runs", 0) + 1
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(p)
+    return data
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

@@ -1,0 +1,129 @@
+"""The planner's time calibration: factors fitted from measured jobs, kept per machine in a versioned file,
+applied to the published model; the schedule's sharing of cores; every job predicted on CPU and GPU profiles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pixelpipe.config.resolve import load_config
+from pixelpipe.plan.calibration import (
+    Calibration,
+    RuleFactor,
+    fit,
+    interval_contention,
+    load_calibration,
+    machine_key,
+    save_calibration,
+)
+from pixelpipe.plan.cli import main as plan_main
+from pixelpipe.plan.schedule import ScheduledJob, simulate
+from pixelpipe.plan.workflow import plan_workflow
+from tests.workflow_utils import TINY
+
+
+def test_two_jobs_on_two_cores_each_asking_two_share_them():
+    jobs = [{"started_at": 0.0, "finished_at": 10.0, "threads": 2}, {"started_at": 0.0, "finished_at": 10.0, "threads": 2},
+            {"started_at": 10.0, "finished_at": 15.0, "threads": 2}]
+    assert interval_contention(jobs, cores=2) == pytest.approx([2.0, 2.0, 1.0])
+    # half the first job's time beside another: 1.5 on average
+    half = [{"started_at": 0.0, "finished_at": 10.0, "threads": 2}, {"started_at": 5.0, "finished_at": 10.0, "threads": 2}]
+    assert interval_contention(half, cores=2)[0] == pytest.approx(1.5)
+
+
+def test_schedule_runs_side_by_side_within_snakemake_cores_and_respects_dependencies():
+    def jobs():
+        return [ScheduledJob("train_teacher/teacher", "train_teacher", 4, 2.0), ScheduledJob("encode/a", "encode", 2, 10.0),
+                ScheduledJob("encode/b", "encode", 2, 10.0)]
+
+    together = jobs()
+    wall = simulate(together, snakemake_cores=4, machine_cores=2)
+    a, b = together[1], together[2]
+    assert a.start_s == b.start_s == pytest.approx(2.0)  # after the teacher it encodes with
+    assert a.contention == pytest.approx(2.0) and wall == pytest.approx(22.0)
+    serial = jobs()
+    wall = simulate(serial, snakemake_cores=2, machine_cores=2)  # --cores 2: one encode at a time, each alone
+    assert serial[2].start_s == pytest.approx(12.0) and serial[2].contention == pytest.approx(1.0)
+    assert wall == pytest.approx(22.0)
+
+
+def _plan_and_metrics(factor: float):
+    plan = {"stages": [{"key": "encode/a", "rule": "encode", "startup_s": 1.0, "work_s": 4.0},
+                       {"key": "encode/b", "rule": "encode", "startup_s": 1.0, "work_s": 2.0},
+                       {"key": "corpus/all", "rule": "corpus", "startup_s": 0.5, "work_s": 1.0}]}
+    metrics = [{"key": "encode/a", "rule": "encode", "wall_s": 1.0 + 4.0 * factor, "started_at": 0.0,
+                "finished_at": 1.0 + 4.0 * factor, "threads": 2, "snakemake_benchmark": {"s": 3.0 + 4.0 * factor}},
+               {"key": "encode/b", "rule": "encode", "wall_s": 1.0 + 2.0 * factor, "started_at": 100.0,
+                "finished_at": 101.0 + 2.0 * factor, "threads": 2}]
+    return plan, metrics
+
+
+def test_fit_recovers_the_factor_and_states_the_error_before_and_after(tmp_path):
+    plan, metrics = _plan_and_metrics(3.0)
+    fitted = fit(plan, metrics, cores=2)
+    assert set(fitted) == {"encode"}  # corpus was not measured: no factor invented for it
+    f = fitted["encode"]
+    assert f.factor == pytest.approx(3.0) and f.jobs == 2
+    assert f.error_after_pct == pytest.approx(0.0) and f.error_before_pct > 50
+    assert f.overhead_s == pytest.approx(2.0)
+
+
+def test_fit_divides_out_the_measured_sharing_of_cores():
+    plan, metrics = _plan_and_metrics(1.0)
+    for m in metrics:  # both ran at once on 2 cores, each twice as long as alone
+        m["started_at"], m["finished_at"], m["wall_s"] = 0.0, 2 * (1.0 + 4.0), 2 * (1.0 + 4.0)
+    plan["stages"][1]["work_s"] = 4.0
+    assert fit(plan, metrics, cores=2)["encode"].factor == pytest.approx(1.0)
+
+
+def test_calibration_file_merges_per_machine_and_is_versioned(tmp_path):
+    path = tmp_path / "calibration.json"
+    save_calibration(path, "cpu: A x2", {"encode": RuleFactor(2.0, 3, 50.0, 5.0)})
+    save_calibration(path, "cpu: B x8", {"encode": RuleFactor(0.5, 3, 50.0, 5.0)})
+    save_calibration(path, "cpu: A x2", {"corpus": RuleFactor(1.5, 1, 20.0, 0.0, 0.4)})
+    data = json.loads(path.read_text())
+    assert data["version"] == 1 and data["machines"]["cpu: A x2"]["runs"] == 2
+    a = load_calibration(path, "cpu: A x2")
+    assert a.factor("encode") == (2.0, "measured (3 jobs)") and a.factor("corpus")[0] == 1.5
+    assert a.factor("export_onnx") == (2.0, "inference jobs' median")  # a kind's median for an unmeasured rule
+    assert load_calibration(path, "cpu: C x4").factor("encode") == (1.0, "published default")
+    assert load_calibration(tmp_path / "none.json", "x").rules == {}
+    path.write_text(json.dumps({"version": 99}))
+    with pytest.raises(ValueError, match="version"):
+        load_calibration(path, "cpu: A x2")
+
+
+@pytest.fixture(scope="module")
+def tiny_cfg():
+    return load_config(TINY, {"report": {"calibration": None}})
+
+
+def test_every_job_is_predicted_and_a_factor_scales_its_work(tiny_cfg):
+    plan = plan_workflow(tiny_cfg, cores=2, calibration=Calibration(machine_key()))
+    assert all(s.get("wall_s", 0) > 0 for s in plan["stages"]), [s["key"] for s in plan["stages"] if not s.get("wall_s")]
+    teacher = next(s for s in plan["stages"] if s["rule"] == "train_teacher")
+    scaled = plan_workflow(tiny_cfg, cores=2, calibration=Calibration(machine_key(), {
+        "train_teacher": RuleFactor(3.0, 1, 0.0, 0.0)}))
+    t3 = next(s for s in scaled["stages"] if s["rule"] == "train_teacher")
+    alone = teacher["startup_s"] + 3.0 * teacher["work_s"]
+    assert t3["wall_s"] == pytest.approx(alone * t3["detail"]["time"]["contention"])
+    assert t3["detail"]["time"]["factor_from"] == "measured (1 jobs)"
+    run = scaled["run"]
+    assert run["wall_s"] > plan["run"]["wall_s"] and run["calibrated_rules"] == ["train_teacher"]
+    assert run["longest_job"]["key"] and run["peak_host_bytes_concurrent"] >= scaled["peak_host_bytes"]
+
+
+def test_gpu_profiles_predict_every_job_before_any_gpu_run(tiny_cfg):
+    cfg = load_config(TINY, {"hardware": {"profile": "t4"}, "report": {"calibration": None}})
+    plan = plan_workflow(cfg, cores=4)
+    assert plan["device"] == "cuda"
+    assert all(s.get("wall_s", 0) > 0 for s in plan["stages"])
+
+
+def test_plan_command_prints_the_four_numbers(capsys, tmp_path):
+    assert plan_main(["--config", str(TINY), "--cores", "2", "--calibration", str(tmp_path / "none.json")]) in (0, 1)
+    out = capsys.readouterr().out
+    for line in ("total wall:", "peak RAM:", "peak disk:", "longest job:", "sharing cores:"):
+        assert line in out
+    assert "the published model" in out
