@@ -8,7 +8,7 @@ Real glyph-aligned images of built-in-corpus texts (the h100 profile's layout:
 memory-mapped cache shard on disk and read back through the real
 CacheDataset and a real DataLoader (workers, pinned memory); every step goes
 through the engine's own pieces (to_device, augment_batch, autocast_context,
-compile_model, ClassificationObjective, fused AdamW). Rows stack switches on
+compile_model, ClassificationObjective, LazyAdamW: AdamW with sparse n-gram table rows on CPU). Rows stack switches on
 a plain fp32 eager baseline, and each row's speedup is against that baseline
 measured in the same run.
 
@@ -50,7 +50,8 @@ from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample
 from pixelpipe.train.batchsize import find_batch_size
 from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.engine import EngineSettings, autocast_context, compile_model, param_groups, to_device
+from pixelpipe.train.engine import EngineSettings, autocast_context, compile_model, param_groups, sparse_tables, to_device
+from pixelpipe.train.optim import LazyAdamW
 from pixelpipe.train.run import encoder_config
 
 # Dense (no sparsity) peak TFLOP/s for bf16 (fp16 where the card has no bf16), by device-name substring.
@@ -131,7 +132,8 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
     model.train()
     objective = ClassificationObjective().to(device)
     fwd_model, mode_used = compile_model(model, row.compile, 1, log)
-    opt = torch.optim.AdamW(param_groups([model], 0.05), lr=1e-4, fused=device.type == "cuda")
+    sparse_tables(model, device)  # as the engine: n-gram tables sparse on CPU, dense on CUDA
+    opt = LazyAdamW(param_groups([model], 0.05), lr=1e-4, betas=(0.9, 0.95))  # the engine's optimizer
     cuda = device.type == "cuda"
     loader = DataLoader(dataset, batch_size=row.batch, shuffle=True, drop_last=True, num_workers=args.workers,
                         collate_fn=dataset.collate_fn,

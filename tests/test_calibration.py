@@ -127,3 +127,27 @@ def test_plan_command_prints_the_four_numbers(capsys, tmp_path):
     for line in ("total wall:", "peak RAM:", "peak disk:", "longest job:", "sharing cores:"):
         assert line in out
     assert "the published model" in out
+
+
+def test_jobs_of_different_sizes_separate_the_start_up_from_the_rate():
+    plan = {"stages": [{"key": f"render/{n}", "rule": "render", "startup_s": 0.3, "work_s": w}
+                       for n, w in (("train", 10.0), ("val", 1.0), ("test", 1.0))]}
+    metrics = [{"key": f"render/{n}", "rule": "render", "wall_s": 2.0 + 3.0 * w, "started_at": 10.0 * i,
+                "finished_at": 10.0 * i + 2.0 + 3.0 * w, "threads": 1}
+               for i, (n, w) in enumerate((("train", 10.0), ("val", 1.0), ("test", 1.0)))]
+    f = fit(plan, metrics, cores=2)["render"]
+    assert f.startup_s == pytest.approx(2.0) and f.factor == pytest.approx(3.0) and f.error_after_pct == pytest.approx(0.0)
+    cal = Calibration("m", {"render": f})
+    assert cal.startup("render", 0.3) == pytest.approx(2.0) and cal.startup("corpus", 0.4) == 0.4
+
+
+def test_runs_of_two_sizes_in_the_file_separate_the_start_up(tmp_path):
+    """One job per run cannot tell a fixed cost from a rate; the file keeps each run's points and refits."""
+    path = tmp_path / "calibration.json"
+    small = RuleFactor(2.0, 1, 0.0, 0.0, points=[[3.0, 10.0, 5.0 + 1.0 * 10.0]])
+    big = RuleFactor(1.0, 1, 0.0, 0.0, points=[[3.0, 100.0, 5.0 + 1.0 * 100.0]])
+    save_calibration(path, "m", {"train_student": small})
+    assert load_calibration(path, "m").factor("train_student")[0] == pytest.approx(1.2)  # (15 - 3) / 10
+    save_calibration(path, "m", {"train_student": big})
+    cal = load_calibration(path, "m")
+    assert cal.factor("train_student")[0] == pytest.approx(1.0) and cal.startup("train_student", 3.0) == pytest.approx(5.0)

@@ -597,12 +597,12 @@ class _Limited(torch.nn.Module):
         super().__init__()
         self.model, self.cfg, self.limit, self.error, self.calls = model, model.cfg, limit, error, []
 
-    def forward(self, inputs, lengths):
+    def forward(self, inputs, lengths, *rest):
         self.calls.append(len(inputs))
         if len(inputs) > self.limit:
             raise self.error("CUDA out of memory. Tried to allocate 2.00 GiB" if self.error is RuntimeError
                              else "DefaultCPUAllocator: can't allocate memory")
-        return self.model(inputs, lengths)
+        return self.model(inputs, lengths, *rest)
 
 
 @pytest.mark.parametrize("error", [RuntimeError, MemoryError])

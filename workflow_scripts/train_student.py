@@ -12,6 +12,7 @@ sm = snakemake  # noqa: F821 (injected by Snakemake)
 outputs = [sm.output.model, sm.output.config, sm.output.metrics_csv]
 cfg = training_config(sm, "student")
 with stage_log(sm.log[0]) as log, StageMeter("train_student", sm.output.metrics, outputs) as meter:
+    meter.record(threads=sm.threads)  # the cores it asked for: the planner's calibration counts sharing
     result, summary = run_stage(
         "student", dict(cfg=cfg, cache_root=Path(sm.input.cache[0]).parents[1],
                         dataset_dir=Path(sm.input.dataset).parent, teacher_dir=Path(sm.input.teacher[0]).parent,

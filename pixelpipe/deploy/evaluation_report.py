@@ -102,6 +102,29 @@ def confusions(result: dict, model: str = SHIPPED, top: int = 10) -> list[tuple[
     return sorted(pairs, key=lambda p: (-p[2], p[0], p[1]))[:top]
 
 
+def group_rows(result: dict, model: str = SHIPPED) -> pd.DataFrame:
+    """The confusable groups of the language registry (e.g. bosnian-croatian-serbian) with two or more of the
+    evaluated languages: their accuracy together, and how many of their misreadings stay inside the group."""
+    from ..data.sources import registry
+
+    per = result.get("languages", {}).get(model, {})
+    groups: dict[str, list[str]] = {}
+    for lang, entry in registry().items():
+        for g in entry.get("groups", []):
+            if lang in per:
+                groups.setdefault(g, []).append(lang)
+    rows = {}
+    for g, langs in sorted(groups.items()):
+        if len(langs) < 2:
+            continue
+        n = sum(per[x]["n"] for x in langs)
+        wrong = sum(per[x]["n"] - per[x]["correct"] for x in langs)
+        inside = sum(k for x in langs for other, k in per[x]["read_as"].items() if other in langs)
+        rows[g] = {"languages": " ".join(langs), "texts": n, model: 100 * (n - wrong) / n if n else None,
+                   "misreadings inside the group": f"{inside} of {wrong}"}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def length_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The length buckets of a table indexed by bucket, in order (those present)."""
     return table.loc[[b[0] for b in BUCKETS if b[0] in table.index]]
@@ -141,6 +164,10 @@ def _language_section(result: dict) -> list[str]:
              "", "Most frequent misreadings (deployed model; true language -> read as, texts): "
              + "; ".join(f"{a} -> {b} {n}" for a, b, n in confusions(result)) + ".", "",
              _md_table(table, ["language"])]
+    groups = group_rows(result)
+    if not groups.empty:
+        parts += ["", "Confusable groups (the language registry's, pixelpipe/data/text/languages.json), deployed model:",
+                  "", _md_table(groups, ["group"])]
     return parts
 
 

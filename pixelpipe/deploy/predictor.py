@@ -245,7 +245,8 @@ class Predictor:
         best = np.nan_to_num(probs, nan=-1).argmax(1)
         best_p = probs[np.arange(len(best)), best].tolist()
         truncated = (full > self.settings.cells).tolist()
-        ranks = np.argsort(-np.nan_to_num(probs, nan=-1), axis=1)[:, :top] if top > 1 else best[:, None]
+        # stable: tied probabilities (an int8 model's) rank as argmax picks, so top[0] is always the label
+        ranks = np.argsort(-np.nan_to_num(probs, nan=-1), axis=1, kind="stable")[:, :top] if top > 1 else best[:, None]
         out = []
         for i, (err, b) in enumerate(zip(errors, best.tolist())):
             if err is not None:

@@ -28,8 +28,9 @@ RULE_KIND = {"corpus": "data", "render": "data", "consolidate": "data", "baselin
              "train_teacher": "training", "train_student": "training",
              "encode": "inference", "export_onnx": "inference", "quantize_onnx": "inference",
              "deploy_benchmark": "inference", "evaluate": "inference"}
-# Jobs shorter than this carry more start-up noise than signal: they are fitted, but weigh like one job.
-SHORT_JOB_S = 1.0
+# Measurements a rule keeps in the calibration file ([published start-up, published work, time alone] each): the
+# factors are refitted over them whenever a run adds its own, so runs of different sizes separate the start-up.
+KEEP_POINTS = 16
 
 
 def cpu_model() -> str:
@@ -60,6 +61,8 @@ class RuleFactor:
     error_before_pct: float  # median |error| of the published model on those jobs
     error_after_pct: float  # ... and with this factor (and the measured contention)
     overhead_s: float | None = None  # process start and imports: Snakemake's benchmark time less the stage body
+    startup_s: float | None = None  # fitted start-up where the rule's jobs differ enough in size to separate it
+    points: list = field(default_factory=list)  # [published start-up, published work, time alone] per job
 
 
 @dataclass
@@ -73,6 +76,10 @@ class Calibration:
     def overhead(self, rule: str, default: float) -> float:
         f = self.rules.get(rule)
         return f.overhead_s if f and f.overhead_s is not None else default
+
+    def startup(self, rule: str, published: float) -> float:
+        f = self.rules.get(rule)
+        return f.startup_s if f and f.startup_s is not None else published
 
     def factor(self, rule: str) -> tuple[float, str]:
         """(factor, where it came from) for a rule: its own, else the median of its kind's, else 1.0."""
@@ -123,30 +130,49 @@ def fit(plan: Mapping[str, Any], metrics: Iterable[dict], cores: int) -> dict[st
     by_key = {s["key"]: s for s in plan["stages"]}
     jobs = [m for m in metrics if m.get("status", "ok") == "ok" and "started_at" in m and "finished_at" in m]
     contention = interval_contention(jobs, cores)
-    per_rule: dict[str, list[tuple[float, float, float, dict]]] = {}
+    per_rule: dict[str, list[tuple[float, float, dict]]] = {}
     overheads: dict[str, list[float]] = {}
     for m, c in zip(jobs, contention):
         s = by_key.get(m["key"]) if "key" in m else None
         if not s or not s.get("work_s"):
             continue
-        solo = m["wall_s"] / c
-        factor = max(solo - s["startup_s"], 0.05 * solo) / s["work_s"]
-        per_rule.setdefault(m["rule"], []).append((factor, m["wall_s"], c, s))
+        per_rule.setdefault(m["rule"], []).append((m["wall_s"], c, s))
         bench = m.get("snakemake_benchmark") or {}
         if isinstance(bench.get("s"), float):
             overheads.setdefault(m["rule"], []).append(max(0.0, bench["s"] - m["wall_s"]))
     fitted = {}
     for rule, rows in per_rule.items():
-        f = statistics.median(r[0] for r in rows)
+        points = [[s["startup_s"], s["work_s"], wall / c] for wall, c, s in rows]
+        f, startup = factor_from_points(points)
         before, after = [], []
-        for _, wall, c, s in rows:
+        for wall, c, s in rows:
             before.append(abs(s["startup_s"] + s["work_s"] - wall) / wall * 100)
-            after.append(abs((s["startup_s"] + s["work_s"] * f) * c - wall) / wall * 100)
+            after.append(abs(((s["startup_s"] if startup is None else startup) + s["work_s"] * f) * c - wall) / wall * 100)
         over = overheads.get(rule)
         fitted[rule] = RuleFactor(round(f, 4), len(rows), round(statistics.median(before), 1),
                                   round(statistics.median(after), 1),
-                                  round(statistics.median(over), 2) if over else None)
+                                  round(statistics.median(over), 2) if over else None,
+                                  None if startup is None else round(startup, 3),
+                                  [[float(f"{x:.5g}") for x in pt] for pt in points])
     return fitted
+
+
+def factor_from_points(points: list[list[float]]) -> tuple[float, float | None]:
+    """(factor, fitted start-up or None) over [published start-up, published work, time alone] points: where their
+    work spans at least a factor 2, a least-squares line (time alone = start-up + factor x work); else (one size
+    cannot tell a fixed cost from a rate) the median factor over the published start-up."""
+    points = [pt for pt in points if pt[1] > 0]
+    if not points:
+        return 1.0, None
+    works = [w for _, w, _ in points]
+    if len(points) >= 2 and max(works) >= 2 * min(works):
+        solos = [t for *_, t in points]
+        mw, ms = statistics.mean(works), statistics.mean(solos)
+        rate = sum((w - mw) * (t - ms) for w, t in zip(works, solos)) / sum((w - mw) ** 2 for w in works)
+        startup = ms - rate * mw
+        if rate > 0 and startup >= 0:
+            return rate, startup
+    return statistics.median(max(t - s0, 0.05 * t) / w for s0, w, t in points), None
 
 
 def save_calibration(path: str | os.PathLike, machine: str, fitted: Mapping[str, RuleFactor]) -> dict:
@@ -157,7 +183,12 @@ def save_calibration(path: str | os.PathLike, machine: str, fitted: Mapping[str,
     if data.get("version") != CALIBRATION_VERSION:
         data = {"version": CALIBRATION_VERSION, "machines": {}}
     entry = data["machines"].setdefault(machine, {"rules": {}})
-    entry["rules"].update({r: vars(f) for r, f in fitted.items()})
+    for rule, f in fitted.items():
+        old = entry["rules"].get(rule, {})
+        points = (old.get("points", []) + f.points)[-KEEP_POINTS:]
+        factor, startup = factor_from_points(points) if points else (f.factor, f.startup_s)
+        entry["rules"][rule] = {**vars(f), "factor": round(factor, 4), "points": points,
+                                "startup_s": None if startup is None else round(startup, 3)}
     entry["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     entry["runs"] = entry.get("runs", 0) + 1
     p.parent.mkdir(parents=True, exist_ok=True)

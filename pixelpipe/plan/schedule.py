@@ -108,7 +108,7 @@ def schedule_stages(stages: Sequence, calibration, cfg: dict, cores: int, machin
     jobs = []
     for s in stages:
         factor, source = calibration.factor(s.rule)
-        body = s.time.startup_s + s.time.work_s * factor
+        body = calibration.startup(s.rule, s.time.startup_s) + s.time.work_s * factor
         overhead = calibration.overhead(s.rule, PROCESS_OVERHEAD_S[RULE_KIND.get(s.rule, "data")])
         jobs.append(ScheduledJob(s.key, s.rule, rule_threads(s.rule, cfg), body, overhead))
         s.detail["time"] = {"published_s": round(s.time.total_s, 3), "factor": factor, "factor_from": source,
