@@ -1,12 +1,12 @@
 """pixelpipe's deployed model against py3langid on real short texts: texts/s, start-up, peak RSS, side by side.
 
 Texts: the held-out interface strings (pixelpipe/data/text/gettext-ui.parquet, a catalog family no training
-row comes from), `--per-language` of each of the 19 languages, 15-120 characters, shuffled. One thread
+row comes from), `--per-language` of each of the model's languages it has, 15-120 characters, shuffled. One thread
 everywhere. Measured in one run, alternating the two tools `--repeats` times (medians reported):
 
   command     the whole command a user runs, start-up and model load included:
               `python -m pixelpipe.predict --model M --file F [--jsonl]` against a py3langid script that loads
-              its model, restricts it to the 19 languages and classifies every line of F (printing each label)
+              its model, restricts it to the model's languages it knows and classifies every line of F
   in-process  load once, classify the texts: Predictor.predict against LanguageIdentifier.classify per text
   start-up    the command on a one-line file (to the first prediction)
   peak RSS    of each command (os.wait4), at 1x and 10x the input (memory must not grow with the input)
@@ -43,11 +43,12 @@ with open(sys.argv[1], encoding="utf-8") as f:
 """
 
 
-def texts(per_language: int, seed: int = 0) -> tuple[list[str], list[str]]:
+def texts(per_language: int, labels: list[str], seed: int = 0) -> tuple[list[str], list[str]]:
+    """`per_language` held-out UI strings of each of the model's languages the source has."""
     from pixelpipe.data.sources import load_source
 
     df = load_source("gettext-ui")
-    df = df[df["text"].str.len().between(15, 120)]
+    df = df[df["text"].str.len().between(15, 120) & df["label"].isin(labels)]
     rng = np.random.default_rng(seed)
     keep = [rng.permutation(idx)[:per_language] for _, idx in df.groupby("label").indices.items()]
     df = df.iloc[rng.permutation(np.concatenate(keep))]
@@ -100,8 +101,13 @@ def in_process(model: str, items: list[str], langs: list[str], repeats: int) -> 
 
 
 def measure(args: argparse.Namespace) -> dict:
-    items, truth = texts(args.per_language)
-    langs = sorted(set(truth))
+    from pixelpipe.deploy.predictor import Predictor
+    from pixelpipe.deploy.scorers import ReferenceScorer, reference_code
+
+    labels = Predictor(args.model).labels
+    items, truth = texts(args.per_language, labels)
+    # py3langid restricted to the model's languages it knows, in its codes (all 19 of the default)
+    langs = sorted({reference_code(lab) for lab in ReferenceScorer(labels, restricted=False).known})
     env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         files = {"1x": Path(tmp, "texts.txt"), "10x": Path(tmp, "texts10.txt"), "one": Path(tmp, "one.txt")}
