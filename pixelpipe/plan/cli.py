@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_workflow(cfg, cores=args.cores)
     print(json.dumps(plan, indent=2, default=str) if args.json else format_summary(plan) + "\n" + format_plan(plan))
     try:
-        check_disk(cfg, args.results)
+        check_disk(cfg, args.results, plan=plan)
     except DiskSpaceError as err:
         print(f"WARNING: {err}", file=sys.stderr)
         return 1

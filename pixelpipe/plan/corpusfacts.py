@@ -100,7 +100,7 @@ def builtin_rows(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int]]:
 def _split_counts(splits: pd.Series | np.ndarray) -> dict[str, int]:
     from ..data.corpus import SPLITS
 
-    counts = collections.Counter(splits)
+    counts = pd.Series(np.asarray(splits)).value_counts()  # vectorized: millions of rows at 1.9 M
     return {s: int(counts.get(s, 0)) for s in SPLITS}
 
 

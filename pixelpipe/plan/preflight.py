@@ -27,12 +27,13 @@ def free_bytes(path: str | os.PathLike) -> int:
     return shutil.disk_usage(p).free
 
 
-def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None) -> dict[str, int]:
+def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None,
+               plan: dict | None = None) -> dict[str, int]:
     """Raise DiskSpaceError if the plan's disk peak exceeds the free space; return both numbers.
 
-    Uses the estimated plan (no corpus generated or read): it must answer before the first job.
+    Uses the estimated plan (no corpus generated or read: it must answer before the first job) unless given one.
     """
-    plan = plan_workflow(cfg, exact=False)
+    plan = plan or plan_workflow(cfg, exact=False)
     need = plan["disk_peak_bytes"]
     if Path(results_dir).exists():  # what is already there is counted in the peak: do not ask for it twice
         from ..core.measure import path_bytes
