@@ -9,6 +9,7 @@ says so (`contention`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,7 +58,10 @@ def simulate(jobs: Sequence[ScheduledJob], snakemake_cores: int, machine_cores: 
                 remaining[id(j)] += j.overhead_s
                 used += want
         if not running:  # a job whose dependencies never finish (not in this plan): start it anyway
-            running.append(waiting.pop(0))
+            j = waiting.pop(0)
+            j.start_s = now
+            remaining[id(j)] += j.overhead_s
+            running.append(j)
             continue
         demand = sum(min(j.threads, machine_cores) for j in running)
         slow = max(1.0, demand / machine_cores)
@@ -88,8 +92,6 @@ def rule_threads(rule: str, cfg: dict) -> int:
     if rule in ("train_teacher", "train_student"):
         return max(RULE_THREADS[rule], cfg["engine"]["ddp_processes"])
     if rule == "deploy_benchmark":
-        import os
-
         return cfg["deploy_benchmark"]["threads"] or os.cpu_count() or 1
     return RULE_THREADS.get(rule, 1)
 
@@ -100,8 +102,6 @@ DEFAULT_CORES = 4  # the README's `snakemake --cores 4`
 def schedule_stages(stages: Sequence, calibration, cfg: dict, cores: int, machine_cores: int | None = None) -> dict:
     """Calibrate every StagePlan's time, schedule the run, and set each stage's `wall_s` (its stage body as
     measured, with the sharing of cores) and `detail['time']`; returns the run's summary for the plan."""
-    import os
-
     from .calibration import RULE_KIND
 
     machine_cores = machine_cores or os.cpu_count() or 1
