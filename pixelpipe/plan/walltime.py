@@ -32,15 +32,14 @@ STAGE_STARTUP_S = 6.0
 
 # How much of the sustained figure each core type reaches on CPU: the recursive core's large matmuls and
 # attention run faster than the deployment student's narrow n-gram convolution (dim 32, ReLU), whose cost
-# is memory traffic as much as FLOPs. Fitted on the default run's two training jobs (idle 2-core machine:
-# teacher 80.2 s for a predicted 107.0 s at 1.0, student 41.6 s for 29.5 s, evaluation passes included; with
-# them at CPU_INFER_EFFICIENCY below the final default run predicts 78.7 s and measures 83.2 s for the
-# teacher); checked at 1x, 10x and 100x the corpus by bench/growth.py (docs/benchmarks.md).
+# is memory traffic as much as FLOPs. "recursive" was fitted on the Xeon's default run before the n-gram tables
+# (teacher 80.2 s for a predicted 107.0 s at 1.0; bench/growth.py checked it at 1x-100x the corpus); "none" was
+# set, with the table terms below, from the first default run with tables on the 2-core EPYC (teacher 134 s,
+# student 101 s); how far the published model is off before calibration: docs/benchmarks.md.
 CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 0.45}
 # Inference (encode, the training jobs' evaluation passes) runs faster per FLOP than training: no backward, no
-# saved tensors. Calibrated with engine.evaluate on the default run's test split (7,600 rows, batch 64, 2
-# threads): teacher 3,401 rows/s (78.6 GFLOP/s), student 14,923 rows/s (44.9 GFLOP/s); checked at 1x, 10x
-# and 100x the corpus by bench/growth.py (docs/benchmarks.md).
+# saved tensors. "recursive": engine.evaluate on the Xeon's default test split before the tables (teacher 3,401
+# rows/s, 78.6 GFLOP/s); "none": set from the encode jobs of the first default run with tables on the EPYC.
 CPU_INFER_EFFICIENCY = {"recursive": 1.75, "none": 0.4}
 # An encode job's meter starts after the imports: what it spends besides its batches is loading the teacher.
 ENCODE_STARTUP_S = 0.2
@@ -60,8 +59,8 @@ def _rate(gflops: float, core: str, cuda: bool, table: dict[str, float] = CPU_CO
 
 # The n-gram tables cost memory traffic, not FLOPs: each n-gram of a trained text reads its row, scatters a
 # gradient into it and LazyAdamW rewrites it with its two moments. Seconds per n-gram row element (row width x
-# n-grams) trained, and per element read in inference; fitted on the default run's teacher (2^19 x 128) and
-# student (2^17 x 64) on the 2-core machine.
+# n-grams) trained, and per element read in inference; set from the first default run with tables on the 2-core
+# EPYC (teacher 2^19 x 128, student 2^17 x 64).
 TABLE_TRAIN_S_PER_ELEMENT = 5.0e-9
 TABLE_INFER_S_PER_ELEMENT = 2.0e-9
 
@@ -107,8 +106,8 @@ def consolidate_wall_s(nbytes: int) -> WallTime:
     return WallTime(DATA_RATES["consolidate_startup_s"], nbytes / DATA_RATES["consolidate_bytes_per_s"])
 
 
-# The baseline and deploy stages on the 2-core machine: what each job's time grows with (rows, texts, bytes),
-# fitted on the default run (docs/benchmarks.md).
+# The baseline and deploy stages: what each job's time grows with (rows, texts, bytes), set from the first
+# default run with tables on the 2-core EPYC; a machine's own runs replace them (calibration.py).
 DEPLOY_RATES = {"baseline_ngrams_per_s": 2.0e6, "baseline_startup_s": 1.0,
                 "export_bytes_per_s": 20e6, "export_rows_per_s": 800, "export_startup_s": 5.0,
                 "quantize_bytes_per_s": 10e6, "quantize_startup_s": 0.5,

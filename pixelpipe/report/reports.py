@@ -21,7 +21,7 @@ import psutil
 from ..config.stages import STAGE_RULES
 from ..core.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from ..core.io import read_json, write_json, write_text
-from ..plan.calibration import CALIBRATION_VERSION, RULE_KIND, RuleFactor, cpu_model, fit, machine_key, save_calibration
+from ..plan.calibration import CALIBRATION_VERSION, RULE_KIND, cpu_model, fit, machine_key, save_calibration
 from .summary import summary_markdown_lines
 
 RULE_ORDER = list(STAGE_RULES)
@@ -414,11 +414,12 @@ def write_reports(metrics_paths: Iterable[str | os.PathLike], benchmark_paths: I
     write_json(out / "time.json", {"machine": machine, "stages": times})
     write_text(out / "memory.md", memory_markdown(rows, plan, machine, tolerance))
     run = plan.get("run", {})
-    fitted = {r: vars(f) for r, f in fit(plan, metrics, run.get("machine_cores") or os.cpu_count() or 1).items()}
+    factors = fit(plan, metrics, run.get("machine_cores") or os.cpu_count() or 1)
+    fitted = {r: vars(f) for r, f in factors.items()}
     key = run.get("machine") or machine_key()
     write_json(out / "calibration.json", {"version": CALIBRATION_VERSION, "machines": {key: {"rules": fitted}}})
-    if calibration_file and fitted:
-        save_calibration(calibration_file, key, {r: RuleFactor(**f) for r, f in fitted.items()})
+    if calibration_file and factors:
+        save_calibration(calibration_file, key, factors)
     write_text(out / "time.md", time_markdown(rows, metrics, machine, plan, fitted))
     write_text(out / "summary.md", summary_markdown(rows, metrics, plan, machine, tolerance, results))
     make_plots(out, rows, metrics, disk, results)
