@@ -11,6 +11,10 @@ min_version("9.0")
 configfile: str(Path(workflow.basedir) / "config.yaml")
 
 
+# The HTML report's landing page (`snakemake --report results/report.html`).
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/corpus.smk"
 include: "rules/render.smk"

@@ -13,7 +13,7 @@ rule evaluate:
         labels="results/corpus/labels.json",
     output:
         json="results/eval/evaluation.json",
-        md=report("results/eval/evaluation.md", caption="../report/evaluation.rst", category="6. Held-out real text"),
+        md="results/eval/evaluation.md",  # shown in the HTML report as the report rule's evaluation.html
         png=report("results/eval/evaluation.png", caption="../report/evaluation.rst", category="6. Held-out real text"),
         metrics="results/metrics/evaluate/heldout.json",
     params:

@@ -9,7 +9,8 @@ rule plan:
     params:
         # the whole config: the plan predicts every stage, so any change re-plans (cheap; nothing else reruns)
         config=config,
-        cores=workflow.cores,  # the schedule: which jobs share the machine's cores
+    resources:
+        run_cores=run_cores,  # the schedule: which jobs share the machine's cores
     log:
         "logs/plan/plan.log",
     benchmark:
@@ -32,19 +33,28 @@ rule report:
         models=["results/teacher/config.json", "results/student/config.json", "results/reports/deploy.json",
                 "results/baseline/metrics.json", "results/eval/evaluation.json"],
         manifests=expand("results/cache/{split}/manifest.json", split=SPLITS),
+        # the other stages' Markdown reports, for their HTML pages in the HTML report
+        deploy_md="results/reports/deploy.md",
+        evaluation_md="results/eval/evaluation.md",
     output:
         memory_json="results/reports/memory.json",
         time_json="results/reports/time.json",
-        memory_md=report("results/reports/memory.md", caption="../report/memory.rst", category="1. Summary"),
-        time_md=report("results/reports/time.md", caption="../report/time.rst", category="1. Summary"),
+        memory_md="results/reports/memory.md",
+        time_md="results/reports/time.md",
         calibration="results/reports/calibration.json",
-        summary=report("results/reports/summary.md", caption="../report/summary.rst", category="1. Summary"),
+        summary="results/reports/summary.md",
+        # HTML twins of the Markdown reports: the HTML report shows HTML, but offers Markdown only as a download
+        summary_html=report("results/reports/summary.html", caption="../report/summary.rst", category="1. Summary"),
+        memory_html=report("results/reports/memory.html", caption="../report/memory.rst", category="2. Memory and disk"),
         predicted_vs_measured=report("results/reports/predicted_vs_measured.png", caption="../report/predicted_vs_measured.rst", category="2. Memory and disk"),
         disk_over_dag=report("results/reports/disk_over_dag.png", caption="../report/disk_over_dag.rst", category="2. Memory and disk"),
+        time_html=report("results/reports/time.html", caption="../report/time.rst", category="3. Time"),
         time_per_rule=report("results/reports/time_per_rule.png", caption="../report/time_per_rule.rst", category="3. Time"),
         train_breakdown=report("results/reports/train_breakdown.png", caption="../report/train_breakdown.rst", category="3. Time"),
         throughput=report("results/reports/throughput.png", caption="../report/throughput.rst", category="3. Time"),
         curves=report("results/reports/curves.png", caption="../report/curves.rst", category="4. Training"),
+        deploy_html=report("results/reports/deploy.html", caption="../report/deploy.rst", category="5. Deployment"),
+        evaluation_html=report("results/reports/evaluation.html", caption="../report/evaluation.rst", category="6. Held-out real text"),
     params:
         report=config["report"],
     log:
@@ -60,8 +70,9 @@ rule report:
 rule benchmark_matrix:
     output:
         json="results/reports/benchmark.json",
-        md=report("results/reports/benchmark.md", caption="../report/benchmark.rst", category="5. Optimization matrix"),
-        png=report("results/reports/benchmark.png", caption="../report/benchmark.rst", category="5. Optimization matrix"),
+        md="results/reports/benchmark.md",
+        html=report("results/reports/benchmark.html", caption="../report/benchmark.rst", category="7. Optimization matrix"),
+        png=report("results/reports/benchmark.png", caption="../report/benchmark.rst", category="7. Optimization matrix"),
     params:
         matrix=config["benchmark_matrix"],
         teacher=config["teacher"],

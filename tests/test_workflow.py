@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 import yaml
 from safetensors.torch import load_file
@@ -17,7 +23,7 @@ from pixelpipe.core.io import sha256_file
 from pixelpipe.data.consolidate import open_dataset
 from pixelpipe.model.checkpoint import load_model
 from tests.conftest import TRAIN_BUDGET_S
-from tests.workflow_utils import TINY, planned_jobs, snakemake
+from tests.workflow_utils import TINY, planned_jobs, snakemake, snakemake_command, snakemake_env
 
 pytestmark = pytest.mark.slow
 
@@ -107,6 +113,28 @@ def test_nothing_to_do_when_nothing_changed(workdir):
     assert planned_jobs(workdir) == {}
 
 
+def test_snakemake_commands_need_no_cores(workdir):
+    """What a user types after a run: none of it may ask for --cores, and none may want to redo anything."""
+    unlocked = snakemake(workdir, "--unlock", cores=None)
+    assert "Unlocked working directory" in unlocked.stdout + unlocked.stderr
+    summary = snakemake(workdir, "--summary", cores=None).stdout
+    assert "results/plan.json" in summary and "update pending" not in summary
+    for cores in (None, 1, 3):  # the plan reads --cores as a resource: another count reruns nothing
+        assert planned_jobs(workdir, target="all", cores=cores) == {}, f"--cores {cores}"
+
+
+@pytest.mark.parametrize("section, key, reruns", [
+    ("baseline", "epochs", {"baseline"}),
+    ("export", "parity_atol", {"export_onnx", "quantize_onnx", "deploy_benchmark"}),
+    ("quantize", "calibration_samples", {"quantize_onnx", "deploy_benchmark"}),
+])
+def test_deploy_and_baseline_settings_rerun_their_rules_and_evaluate(workdir, section, key, reruns):
+    """The README's rerun table: evaluate scores the ONNX models and the baseline, so it reruns with them."""
+    value = resolve_config(yaml.safe_load(TINY.read_text()))[section][key]
+    jobs = planned_jobs(workdir, target="all", overrides={section: {key: value * 2}})
+    assert jobs == dict.fromkeys(reruns | {"evaluate", "plan", "report", "all"}, 1)
+
+
 def test_student_setting_reruns_only_student(workdir):
     jobs = planned_jobs(workdir, overrides={"student": {"train": {"lr": 0.001}}})
     assert jobs == {"train_student": 1, "train": 1}
@@ -158,6 +186,49 @@ def test_killed_student_resumes_from_checkpoint(workdir, tmp_path):
     log.unlink()
     snakemake(workdir, "train")
     assert "resumed from step-9.json" in log.read_text()
+
+
+def command_line(process: psutil.Process) -> str:
+    """A process's command line, or "" once it has gone."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def kill_when_running(proc: subprocess.Popen, rule: str, timeout: float = 120) -> None:
+    """kill -9 the Snakemake run `proc` (its process group, and every job process it started) once a job of `rule`
+    runs: the lock and the job's half-written outputs stay behind, as after a crash."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        children = psutil.Process(proc.pid).children(recursive=True)
+        if any(rule in command_line(c) for c in children):
+            os.killpg(proc.pid, signal.SIGKILL)
+            for child in children:  # a job that runs in a process group of its own
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+            proc.wait(timeout=30)
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {rule} job ran (snakemake exit code {proc.poll()})")
+
+
+def test_killed_run_is_unlocked_without_cores_and_resumes(workdir, tmp_path):
+    """kill -9 during a training job: a plain rerun refuses (the lock stays), `snakemake --unlock` (no --cores)
+    frees it, and the rerun finishes the target."""
+    workdir = Path(shutil.copytree(workdir, tmp_path / "copy", symlinks=True))
+    for name in ("model.safetensors", "config.json", "metrics.csv"):
+        (workdir / "results/student" / name).unlink()
+    proc = subprocess.Popen(snakemake_command(workdir, "train"), cwd=workdir, env=snakemake_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    kill_when_running(proc, "train_student")
+    assert proc.returncode == -signal.SIGKILL
+    refused = snakemake(workdir, "train", check=False)
+    assert refused.returncode != 0 and "LockException" in refused.stdout + refused.stderr
+    snakemake(workdir, "--unlock", cores=None)
+    snakemake(workdir, "train")
+    assert (workdir / "results/student/model.safetensors").exists()
+    assert planned_jobs(workdir) == {}
 
 
 def test_bad_config_fails_before_any_job_names_the_key(tmp_path):
