@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from pixelpipe.config.resolve import ConfigError, output_affecting, resolve_config, runtime_resources
-from pixelpipe.data.corpus import SPLITS, CorpusError, planned_split_sizes, shard_count
+from pixelpipe.data.corpus import SPLITS, CorpusError, builtin_shortfall, planned_split_sizes, shard_count
 from pixelpipe.config.stages import benchmark_files, metrics_files
 from pixelpipe.data.consolidate import dataset_fields
 from pixelpipe.report.summary import accuracy_summary
@@ -20,10 +20,12 @@ config.clear()
 config.update(_resolved)
 validate(config, "../pixelpipe/config/schema.yaml")
 
-try:  # a missing, empty or unreadable corpus file fails here, before any job, in one line naming it
+try:  # a corpus file that cannot train (missing, unreadable, a column or labels missing, ...) fails here, in one line
     SPLIT_SIZES = planned_split_sizes(config["corpus"])
 except CorpusError as err:
     raise WorkflowError(f"pixelpipe: {err}") from None
+if workflow.is_main_process and (shortfall := builtin_shortfall(config["corpus"], SPLIT_SIZES)):  # once, not per job
+    print(f"pixelpipe: warning: {shortfall}", file=sys.stderr)
 N_SHARDS = {split: shard_count(n, config["render"]["shard_size"]) for split, n in SPLIT_SIZES.items()}
 ENCODED_SPLITS = config["encode"]["splits"]
 DATASET_FILES = [f"{field}.npy" for field in dataset_fields(config["encode"]["views"])]
@@ -79,6 +81,16 @@ def engine_runtime(*keys):
 def training_threads():
     """A training job's cores: 4, or one per DDP process where there are more (torchrun splits them)."""
     return max(4, config["engine"]["ddp_processes"])
+
+
+def run_cores(wildcards):
+    """This run's --cores, for the plan's schedule. A resource, evaluated only when the plan job is built, never a
+    param read at parse time: commands given no --cores (--unlock, --report, --summary) still parse, and another
+    --cores never reruns the plan. 0 = not given (the planner's default)."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 0
 
 
 def training_gpus(wildcards):

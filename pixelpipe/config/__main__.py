@@ -1,5 +1,7 @@
 """`python -m pixelpipe.config`: resolve a config, or print the README config table."""
 
+import sys
+
 from .resolve import main
 
-main()
+sys.exit(main())

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ..core.cli import UserError
 from ..core.hardware import PROFILES, auto_profile, probe_device
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema.yaml"  # ships with the package
@@ -78,7 +79,7 @@ def engine_section(params_engine: dict, resources: Any) -> dict:
     return {**params_engine, **runtime_switches(resources)}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A config that cannot run; the message names the key."""
 
 
@@ -208,8 +209,33 @@ def resolve_config(user_cfg: dict | None) -> dict:
 
 
 def load_config(path: str | Path | None, overrides: dict | None = None) -> dict:
-    user = yaml.safe_load(Path(path).read_text()) if path else {}
-    return resolve_config(deep_merge(user or {}, overrides or {}))
+    user = read_config_file(path) if path else {}
+    return resolve_config(deep_merge(user, overrides or {}))
+
+
+def read_config_file(path: str | Path) -> dict:
+    """A config file's sections; ConfigError naming the file when it is missing, unreadable, not YAML or not a
+    mapping, so every command that takes --config answers in one line instead of a traceback."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise ConfigError(f"config file {path} cannot be read: {err.strerror or err}") from None
+    try:
+        user = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"config file {path} is not valid YAML{where}: {getattr(err, 'problem', None) or err}") \
+            from None
+    if user is not None and not isinstance(user, dict):
+        raise ConfigError(f"config file {path} must be a mapping of sections (corpus:, render:, ...), "
+                          f"not a {type(user).__name__}")
+    return user or {}
 
 
 def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, str, str, str]]:
@@ -248,29 +274,31 @@ def schema_markdown() -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     """`python -m pixelpipe.config`: resolve a config, or print (or write into the README) the config table."""
-    import argparse
     import json
-    import sys
+    import re
 
-    ap = argparse.ArgumentParser(prog="python -m pixelpipe.config", description="Resolve a config or print the config table.")
+    from ..core.cli import ArgumentParser, fail
+
+    ap = ArgumentParser(prog="python -m pixelpipe.config", description="Resolve a config or print the config table.")
     ap.add_argument("--config", help="config file to resolve and print as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the README config table")
     ap.add_argument("--update-readme", metavar="README", help="rewrite the table between the config-table markers")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.update_readme:
-        import re
-        from pathlib import Path as _P
-
-        readme = _P(args.update_readme)
+        readme = Path(args.update_readme)
         block = "<!-- config-table:start -->\n" + schema_markdown() + "\n<!-- config-table:end -->"
-        readme.write_text(re.sub(r"<!-- config-table:start -->.*<!-- config-table:end -->", lambda _: block,
-                                 readme.read_text(), flags=re.S))
+        try:
+            readme.write_text(re.sub(r"<!-- config-table:start -->.*<!-- config-table:end -->", lambda _: block,
+                                     readme.read_text(), flags=re.S))
+        except OSError as err:
+            return fail(f"--update-readme {readme}: {err.strerror or err}")
     elif args.markdown:
         print(schema_markdown())
     else:
         try:
             print(json.dumps(load_config(args.config), indent=2))
         except ConfigError as err:
-            sys.exit(f"pixelpipe: {err}")
+            return fail(f"pixelpipe: {err}")
+    return 0

@@ -1,7 +1,8 @@
 """Route a stage's output (prints, warnings, tqdm bars) into its Snakemake log file.
 
 A failing stage writes its error and traceback there too: Snakemake's "check log
-file(s)" must lead to the cause.
+file(s)" must lead to the cause. A user's mistake (core.cli.UserError: a corpus file the
+run cannot use) is the one line that names it, and the job exits 1 without a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Callable, Iterator
+
+from .cli import UserError
 
 
 @contextlib.contextmanager
@@ -28,6 +31,9 @@ def stage_log(path: str | Path | None) -> Iterator[Callable[[str], None]]:
         logging.captureWarnings(True)
         try:
             yield lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=fh, flush=True)
+        except UserError as err:  # the user's mistake, named in its message: one line, no traceback
+            print(f"[{time.strftime('%H:%M:%S')}] ERROR: pixelpipe: {err}", file=fh)
+            raise SystemExit(1) from None
         except Exception as err:
             print(f"[{time.strftime('%H:%M:%S')}] ERROR: {type(err).__name__}: {err}", file=fh)
             traceback.print_exc(file=fh)

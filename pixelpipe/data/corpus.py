@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from ..config.settings import Section
 from ..core import io
+from ..core.cli import UserError
 from . import sources as builtin
 from .charset import build_charset, text_clusters, write_charset
 from .sources import DEFAULT_LOCALES, faker_text  # noqa: F401 (re-exported: benchmarks and tests use them)
@@ -43,7 +44,7 @@ SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 UNKNOWN_SPLIT = "?"  # the split of a line that could not be parsed (it is a bad row, never written)
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """A corpus that cannot train a classifier; the message names the file and the config key."""
 
 
@@ -82,16 +83,41 @@ def _split_sizes(n: int, fractions: dict[str, float]) -> dict[str, int]:
 
 def _split_values(values: Sequence[Any], split_column: str, broken: Sequence[bool], path: Path) -> list[str]:
     """Split names per row; unparseable rows (`broken`) get UNKNOWN_SPLIT, any other unknown value is refused."""
-    out = [UNKNOWN_SPLIT if b else str(v).strip() for v, b in zip(values, broken)]
-    bad = sorted(set(out) - set(SPLITS) - {UNKNOWN_SPLIT})
-    if bad:
-        raise CorpusError(f"corpus file {path}: split column {split_column!r} (corpus.split_column) has values {bad}; "
-                          f"allowed: {list(SPLITS)}")
+    out = [UNKNOWN_SPLIT if b else _split_name(v) for v, b in zip(values, broken)]
+    _refuse_unknown_splits(set(out), split_column, path)
     return out
 
 
+def _split_name(value: Any) -> str:
+    return "" if _missing(value) else str(value).strip()
+
+
+def _refuse_unknown_splits(names: set[str], split_column: str, path: Path) -> None:
+    bad = sorted(names - set(SPLITS) - {UNKNOWN_SPLIT})
+    if bad:
+        empty = " ('' = no value)" if "" in bad else ""
+        raise CorpusError(f"corpus file {path}: split column {split_column!r} (corpus.split_column) has values {bad}"
+                          f"{empty}; allowed: {list(SPLITS)}")
+
+
+def _split_counts(path: Path, suffix: str, split_column: str) -> dict[str, int]:
+    """Rows per split named in the split column, streamed (nothing held per row); unknown names refused."""
+    if suffix == ".parquet":
+        counts = pq.read_table(path, columns=[split_column]).column(0).value_counts().to_pylist()
+        found = collections.Counter()
+        for item in counts:
+            found[_split_name(item["values"])] += item["counts"]
+    else:
+        found = collections.Counter(_split_name(v) if ok else UNKNOWN_SPLIT
+                                    for v, ok in _column_cells(path, suffix, split_column))
+    _refuse_unknown_splits(set(found), split_column, path)
+    return {s: found.get(s, 0) for s in SPLITS}
+
+
 def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
-    """Rows per split before bad rows are dropped. Cheap: called when Snakemake parses the DAG."""
+    """Rows per split before bad rows are dropped. Cheap: called when Snakemake parses the DAG, so a corpus file
+    that cannot train (a column missing, no data rows, an empty split, no text, fewer than two labels) fails
+    there, before any job, in one line naming the file and the config key."""
     cfg = CorpusSettings.from_section(corpus_cfg)
     if cfg.path is None:
         return _split_sizes(builtin_rows(cfg), cfg.splits)
@@ -101,30 +127,166 @@ def planned_split_sizes(corpus_cfg: dict[str, Any]) -> dict[str, int]:
         except ValueError as err:
             raise CorpusError(str(err)) from None
     path, split_col = Path(cfg.path), cfg.split_column
+    _reading(path, lambda: _check_columns(path, _check_file(path), _wanted_columns(cfg)))
     if split_col is not None:
-        raw = read_columns(path, [split_col])
-        counts = collections.Counter(_split_values(raw[split_col].tolist(), split_col, raw["error"].notna(), path))
-        sizes = {s: counts.get(s, 0) for s in SPLITS}
+        sizes = _reading(path, lambda: _split_counts(path, _check_file(path), split_col))
     else:
-        sizes = _split_sizes(_count_rows(path, cfg.label_column), cfg.splits)
+        sizes = _split_sizes(_count_rows(path), cfg.splits)
     if not sum(sizes.values()):
         raise CorpusError(f"corpus file {path} (corpus.path) has no data rows")
+    _check_planned(path, cfg, sizes)
     return sizes
 
 
-def _count_rows(path: Path, label_column: str) -> int:
+def _count_rows(path: Path) -> int:
     """Data rows in a corpus file (unparseable lines included: they become bad rows)."""
     suffix = _check_file(path)
     if suffix == ".parquet":
         return _reading(path, lambda: pq.ParquetFile(path).metadata.num_rows)
     if suffix in (".jsonl", ".json"):
         return _reading(path, lambda: _count_lines(path))
-    return len(read_columns(path, [label_column]))
+    return _reading(path, lambda: _count_records(path))
 
 
 def _count_lines(path: Path) -> int:
     with open(path, encoding="utf-8-sig") as f:
         return sum(1 for line in f if line.strip())
+
+
+def _count_records(path: Path) -> int:
+    """CSV data rows as _read_csv counts them (blank lines skipped, a row of the wrong width counted: a bad row),
+    without holding any: the header was checked already."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        next(reader, None)
+        return sum(1 for record in reader if record)
+
+
+# --- checks before a run: what a corpus file shows without training -------------------------
+
+
+def _wanted_columns(cfg: "CorpusSettings") -> dict[str, str]:
+    """Config key -> the column of the corpus file it names (the split column only when set)."""
+    keys = {"corpus.text_column": cfg.text_column, "corpus.label_column": cfg.label_column}
+    return {**keys, "corpus.split_column": cfg.split_column} if cfg.split_column else keys
+
+
+def _file_columns(path: Path, suffix: str, wanted: Sequence[str]) -> list[str] | None:
+    """The columns of a corpus file from its header (CSV) or schema (parquet); for JSON lines the keys of the lines
+    read until every `wanted` one is seen (the whole file only when one is missing). None: no line parses."""
+    if suffix == ".parquet":
+        return pq.read_schema(path).names
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        if suffix == ".csv":
+            return next(csv.reader(f), [])
+        seen: dict[str, None] = {}
+        parsed = False
+        for line in f:
+            obj = _json_object(line)
+            parsed |= obj is not None
+            seen.update(dict.fromkeys(obj or ()))
+            if set(wanted) <= set(seen):
+                break
+    return list(seen) if parsed else None
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    """The JSON object on a line, or None (blank, not JSON, not an object: the corpus rule's bad rows)."""
+    try:
+        obj = json.loads(line) if line.strip() else None
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _check_columns(path: Path, suffix: str, wanted: dict[str, str]) -> None:
+    """Refuse a file without a configured column, naming the column, its config key and the columns present."""
+    present = _file_columns(path, suffix, list(wanted.values()))
+    if present is None:  # no line parses: every row is a bad row, which _check_parses reports
+        return
+    for key, column in wanted.items():
+        if column not in present:
+            raise CorpusError(f"corpus file {path} has no column {column!r} ({key}); columns present: {present}")
+
+
+def _column_cells(path: Path, suffix: str, column: str) -> Iterator[tuple[Any, bool]]:
+    """(value, parsed) per data row of a CSV or JSON-lines file, streamed: a row that does not parse (a CSV row of
+    the wrong width, a line that is no JSON object) comes as (None, False), as the corpus rule counts it."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        if suffix != ".csv":
+            for line in f:
+                if line.strip():
+                    obj = _json_object(line)
+                    yield (None, False) if obj is None else (obj.get(column), True)
+            return
+        reader = csv.reader(f)
+        header = next(reader, [])
+        i = header.index(column)
+        for record in reader:
+            if record:
+                yield (record[i], True) if len(record) == len(header) else (None, False)
+
+
+def _column_values(path: Path, suffix: str, column: str) -> Iterator[Any]:
+    """A column's values over the parseable rows, read lazily so a check stops at what it needs (parquet: the
+    distinct values of each batch, so even a full scan of a large file stays columnar)."""
+    if suffix != ".parquet":
+        yield from (value for value, parsed in _column_cells(path, suffix, column) if parsed)
+        return
+    import pyarrow.compute as pc
+
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=[column]):
+        yield from pc.unique(batch.column(0)).to_pylist()
+
+
+def _has_text(value: Any) -> bool:
+    return not _missing(value)
+
+
+def _usable_label(value: Any) -> bool:
+    """A label that names a class (what _bad_reason keeps): not empty, not NaN / NA / null / None."""
+    return not _missing(value) and str(value).strip().casefold() not in MISSING_LABELS
+
+
+def _distinct(values: Iterable[Any], usable: Callable[[Any], bool], enough: int) -> set[str]:
+    """Up to `enough` distinct usable values (as the corpus rule stringifies them), reading no further."""
+    found: set[str] = set()
+    for value in values:
+        if usable(value):
+            found.add(_as_str(value))
+            if len(found) >= enough:
+                break
+    return found
+
+
+def _check_planned(path: Path, cfg: "CorpusSettings", sizes: dict[str, int]) -> None:
+    """Refuse, before any job, a file that leaves a split empty, parses nowhere, has no text or fewer than two
+    labels. Each check reads only until it has what it needs: the first rows of a usable file."""
+    empty = [split for split, n in sizes.items() if n == 0]
+    if empty:
+        raise CorpusError(f"corpus file {path}: split(s) {', '.join(empty)} would have no rows (rows per split: "
+                          f"{sizes}); add rows, or change corpus.splits / corpus.split_column")
+    suffix, rows = _check_file(path), sum(sizes.values())
+    _reading(path, lambda: _check_parses(path, suffix, cfg.text_column, rows))
+    texts = _reading(path, lambda: _distinct(_column_values(path, suffix, cfg.text_column), _has_text, 1))
+    if not texts:
+        raise CorpusError(f"corpus file {path}: text column {cfg.text_column!r} (corpus.text_column) is empty in "
+                          f"all {rows} data rows")
+    labels = _reading(path, lambda: _distinct(_column_values(path, suffix, cfg.label_column), _usable_label, 2))
+    if not labels:
+        raise CorpusError(f"corpus file {path}: label column {cfg.label_column!r} (corpus.label_column) has no "
+                          f"label in any of the {rows} data rows (empty, NaN, NA, N/A, null or None)")
+    if len(labels) < 2:
+        raise CorpusError(f"corpus file {path}: label column {cfg.label_column!r} (corpus.label_column) holds one "
+                          f"class, {next(iter(labels))!r}; a classifier needs at least 2")
+
+
+def _check_parses(path: Path, suffix: str, column: str, rows: int) -> None:
+    """Refuse a CSV or JSON-lines file none of whose rows parses (each would be a bad row)."""
+    if suffix == ".parquet" or any(parsed for _, parsed in _column_cells(path, suffix, column)):
+        return
+    need = "the header's number of fields" if suffix == ".csv" else "one JSON object per line"
+    raise CorpusError(f"corpus file {path} (corpus.path): none of its {rows} data rows can be parsed ({need})")
 
 
 def shard_count(n_rows: int, shard_size: int) -> int:
@@ -164,6 +326,18 @@ def builtin_quotas(cfg: "CorpusSettings") -> dict[str, int]:
 def builtin_rows(cfg: "CorpusSettings") -> int:
     """Rows the built-in corpus will hold: num_samples, unless the real sources (and Faker) run short."""
     return sum(builtin_quotas(cfg).values())
+
+
+def builtin_shortfall(corpus_cfg: dict[str, Any], sizes: dict[str, int]) -> str | None:
+    """One line when corpus.num_samples asks the built-in corpus for more rows than its sources hold for the
+    languages asked (`sizes`: planned_split_sizes), or None: the run trains on fewer rows than the config says,
+    so the user hears the number actually used before any job runs rather than from the reports."""
+    cfg = CorpusSettings.from_section(corpus_cfg)
+    rows = sum(sizes.values())
+    if cfg.path is not None or rows >= cfg.num_samples:
+        return None
+    return (f"corpus.num_samples is {cfg.num_samples:,}, but the built-in corpus holds {rows:,} rows for these "
+            f"corpus.languages and corpus.sources: using {rows:,}")
 
 
 def builtin_corpus(cfg: "CorpusSettings", seed: int) -> tuple[int, Iterator[pd.DataFrame]]:

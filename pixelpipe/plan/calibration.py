@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.cli import UserError
+
 CALIBRATION_VERSION = 1
 
 # How a rule's work scales: what the report groups the factors by (training, inference, data: I/O and pandas).
@@ -90,14 +92,23 @@ class Calibration:
         return 1.0, "published default"
 
 
+class CalibrationError(UserError):
+    """A calibration file this pixelpipe cannot read; the message names it and what to do (one line, no traceback)."""
+
+
 def load_calibration(path: str | os.PathLike | None, machine: str) -> Calibration:
     """This machine's factors from the calibration file (none there, or no file: an empty Calibration)."""
     if not path or not Path(path).is_file():
         return Calibration(machine)
-    data = json.loads(Path(path).read_text())
-    if data.get("version") != CALIBRATION_VERSION:
-        raise ValueError(f"{path}: calibration version {data.get('version')!r}, this pixelpipe reads "
-                         f"{CALIBRATION_VERSION}: delete it (the next run writes a new one)")
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CalibrationError(f"calibration file {path} cannot be read ({str(err).splitlines()[0]}): delete it "
+                               "(the next run writes a new one)") from None
+    if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION:
+        version = data.get("version") if isinstance(data, dict) else None
+        raise CalibrationError(f"{path}: calibration version {version!r}, this pixelpipe reads "
+                               f"{CALIBRATION_VERSION}: delete it (the next run writes a new one)")
     rules = data.get("machines", {}).get(machine, {}).get("rules", {})
     return Calibration(machine, {r: RuleFactor(**v) for r, v in rules.items()}, str(path))
 

@@ -1,8 +1,8 @@
 """The resource planner: what every stage will need, from the config and corpus size alone.
 
 `python -m pixelpipe.plan --config config.yaml` prints the run's total wall time, peak RAM, peak disk and
-longest job on this machine's calibration, then every job as a table (`--json`: in full), and runs the disk
-preflight.
+longest job on this machine's calibration, a warning under them for each that this machine cannot hold (exit
+status 1 when the disk cannot), then every job as a table (`--json`: in full).
 """
 
 from __future__ import annotations
@@ -11,9 +11,41 @@ import argparse
 import json
 import sys
 
+from ..core.cli import ArgumentParser, UserError, fail
 from ..core.fmt import fmt_bytes, fmt_seconds
 from .preflight import DiskSpaceError, check_disk
 from .workflow import plan_workflow
+
+
+def ram_warning(plan: dict, total: int, available: int) -> str | None:
+    """The warning when the run's peak RAM (the header's figure: jobs running together) exceeds this machine's
+    memory, or what is available now; None when it fits."""
+    peak, largest = plan["run"]["peak_host_bytes_concurrent"], plan["peak_host_bytes"]
+    if peak <= available:
+        return None
+    where = (f"this machine's {fmt_bytes(total)} of RAM" if peak > total
+             else f"the {fmt_bytes(available)} of RAM available now ({fmt_bytes(total)} in all)")
+    hint = ("; its largest job fits: fewer --cores runs fewer jobs at once" if largest <= available
+            else f"; its largest job alone needs {fmt_bytes(largest)}")
+    return f"peak RAM {fmt_bytes(peak)} exceeds {where}{hint}"
+
+
+def machine_memory() -> tuple[int, int]:
+    """(total, available) bytes of this machine's RAM."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return vm.total, vm.available
+
+
+def disk_warning(cfg: dict, plan: dict, results: str) -> str | None:
+    """The disk preflight's refusal (the header's peak against the free space of the results filesystem plus what
+    results/ holds), or None when the run fits."""
+    try:
+        check_disk(cfg, results, plan=plan)
+    except DiskSpaceError as err:
+        return str(err)
+    return None
 
 
 def format_summary(plan: dict) -> str:
@@ -52,27 +84,42 @@ def format_plan(plan: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ..config.resolve import ConfigError, load_config
-
-    ap = argparse.ArgumentParser(prog="python -m pixelpipe.plan", description=__doc__.splitlines()[0])
+def _parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m pixelpipe.plan", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="config YAML (default: schema defaults)")
     ap.add_argument("--json", action="store_true", help="print the full plan as JSON")
     ap.add_argument("--results", default="results", help="results directory for the disk check")
     ap.add_argument("--cores", type=int, default=None, help="the --cores you will give snakemake (default 4)")
     ap.add_argument("--calibration", default=None,
                     help="calibration file to plan with (default: the config's report.calibration)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _load(args: argparse.Namespace) -> tuple[dict, str | None]:
+    """(the resolved config, the corpus's warning if any); the ConfigError / CorpusError the workflow raises when
+    it parses the DAG, so the planner refuses what `snakemake -n` refuses."""
+    from ..config.resolve import load_config
+    from ..data.corpus import builtin_shortfall, planned_split_sizes
+
+    cfg = load_config(args.config, {"report": {"calibration": args.calibration}} if args.calibration else None)
+    return cfg, builtin_shortfall(cfg["corpus"], planned_split_sizes(cfg["corpus"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.cores is not None and args.cores < 1:
+        return fail("--cores must be >= 1")
     try:
-        cfg = load_config(args.config, {"report": {"calibration": args.calibration}} if args.calibration else None)
-    except ConfigError as err:
-        print(f"pixelpipe: {err}", file=sys.stderr)
-        return 2
-    plan = plan_workflow(cfg, cores=args.cores)
-    print(json.dumps(plan, indent=2, default=str) if args.json else format_summary(plan) + "\n" + format_plan(plan))
-    try:
-        check_disk(cfg, args.results, plan=plan)
-    except DiskSpaceError as err:
-        print(f"WARNING: {err}", file=sys.stderr)
-        return 1
-    return 0
+        cfg, shortfall = _load(args)
+        plan = plan_workflow(cfg, cores=args.cores)
+    except UserError as err:  # a config, corpus or calibration file the run cannot use
+        return fail(f"pixelpipe: {err}")
+    disk = disk_warning(cfg, plan, args.results)
+    warnings = [w for w in (shortfall, ram_warning(plan, *machine_memory()), disk) if w]
+    if args.json:
+        print(json.dumps({**plan, "warnings": warnings}, indent=2, default=str))
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
+    else:
+        print(format_summary(plan) + "".join(f"WARNING:        {w}\n" for w in warnings) + "\n" + format_plan(plan))
+    return 1 if disk else 0

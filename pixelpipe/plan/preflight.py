@@ -29,20 +29,27 @@ def free_bytes(path: str | os.PathLike) -> int:
 
 def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None,
                plan: dict | None = None) -> dict[str, int]:
-    """Raise DiskSpaceError if the plan's disk peak exceeds the free space; return both numbers.
+    """Raise DiskSpaceError if the plan's disk peak exceeds the free space plus what results/ already holds (it
+    is counted in the peak: not asked for twice); return the numbers (`need`: the peak less what is held).
 
-    Uses the estimated plan (no corpus generated or read: it must answer before the first job) unless given one.
+    The message names the peak itself, the figure `python -m pixelpipe.plan` shows in its header. Uses the
+    estimated plan (no corpus generated or read: it must answer before the first job) unless given one.
     """
     plan = plan or plan_workflow(cfg, exact=False)
-    need = plan["disk_peak_bytes"]
-    if Path(results_dir).exists():  # what is already there is counted in the peak: do not ask for it twice
+    peak = plan["disk_peak_bytes"]
+    held = 0
+    if Path(results_dir).exists():
         from ..core.measure import path_bytes
 
-        need = max(0, need - path_bytes([results_dir]))
+        held = min(peak, path_bytes([results_dir]))
     have = free if free is not None else free_bytes(results_dir)
-    if need > have:
+    if peak - held > have:
+        room = f"{fmt_bytes(have + held)} ({have + held} bytes)"
+        where = (f"the {room} results can use ({fmt_bytes(have)} free on the filesystem of '{results_dir}' + "
+                 f"{fmt_bytes(held)} already in it)" if held else
+                 f"the {room} free on the filesystem of '{results_dir}'")
         raise DiskSpaceError(
-            f"predicted disk peak {fmt_bytes(need)} ({need} bytes) exceeds the {fmt_bytes(have)} ({have} bytes) free "
-            f"on the filesystem of '{results_dir}'; free space, shrink corpus.num_samples / render size, or point "
-            f"results elsewhere ({FREE_BYTES_ENV} overrides the free-space figure)")
-    return {"need": need, "free": have}
+            f"predicted disk peak {fmt_bytes(peak)} ({peak} bytes) exceeds {where}; free space, shrink "
+            f"corpus.num_samples / render size, or point results elsewhere ({FREE_BYTES_ENV} overrides the "
+            "free-space figure)")
+    return {"need": peak - held, "free": have, "peak": peak, "held": held}

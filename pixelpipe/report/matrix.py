@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.cli import ArgumentParser, fail
 from ..core.fmt import fmt_bytes
 from ..core.io import write_json, write_text
 from ..data.render import RenderSettings
@@ -235,7 +236,7 @@ def write_benchmark(cfg: dict, out_json: str | Path, out_md: str | Path, out_png
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pixelpipe.report.matrix", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m pixelpipe.report.matrix", description=__doc__.splitlines()[0])
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--config", default=None)
     ap.add_argument("--out", default="results/reports")
@@ -245,9 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         res = run_one(job["cfg"], job["spec"], job["threads"])
         print(RESULT_PREFIX + json.dumps(res), flush=True)
         return 0
-    from ..config.resolve import load_config
+    from ..config.resolve import ConfigError, load_config
 
-    cfg = load_config(args.config)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as err:
+        return fail(f"pixelpipe: {err}")
     out = Path(args.out)
     write_benchmark(cfg, out / "benchmark.json", out / "benchmark.md", out / "benchmark.png")
     print((out / "benchmark.md").read_text())
