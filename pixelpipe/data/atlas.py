@@ -172,6 +172,39 @@ def undrawable(text: str, fonts: Sequence[str]) -> str:
     return "".join(sorted(bad))
 
 
+def _cluster_undrawable(cluster: str, fonts: Sequence[str]) -> bool:
+    visible = _visible(cluster)
+    return bool(visible.strip()) and _drawing_font(visible, fonts) is None
+
+
+def drop_undrawable(text: str, fonts: Sequence[str]) -> tuple[str, list[str]]:
+    """(the normalized text without the clusters no font of the chain draws, those clusters in text order).
+
+    Why: a symbol the fonts lack (an emoji past Unifont's plane) says nothing about the language of the letters
+    beside it, so prediction reads the rest rather than refusing the text; training keeps such rows out instead
+    (bad rows), so the model never learned a cell for them either way."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for cluster in clusters(normalize(text)):
+        (dropped if _cluster_undrawable(cluster, fonts) else kept).append(cluster)
+    return normalize("".join(kept)), dropped
+
+
+# Control characters (Unicode Cc) but the three that are whitespace in every text file: tab, line feed, carriage
+# return. Cc is exactly U+0000-U+001F and U+007F-U+009F.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def control_characters(text: str) -> list[tuple[int, str]]:
+    """(index, character) of each control character in `text` (Cc but tab, LF, CR), as the text was given.
+
+    Why: no reader sees them, so a text holding one is binary data or a broken pipe, not writing; and a font that
+    draws them anyway (Unifont draws U+0000 as a box) would let such input pass as text."""
+    if _CONTROL.search(text) is None:  # nearly every text: one scan, no list
+        return []
+    return [(m.start(), m.group()) for m in _CONTROL.finditer(text)]
+
+
 @functools.lru_cache(maxsize=None)
 def _font(name: str, size: int):
     from PIL import ImageFont

@@ -27,6 +27,14 @@ _TWO_WORDS = ("OL CHIKI", "NEW TAI", "TAI LE", "TAI THAM", "TAI VIET", "SYLOTI N
 # One script under several name prefixes.
 _SAME = {"HIRAGANA": "KANA", "KATAKANA": "KANA", "KATAKANA-HIRAGANA": "KANA", "IDEOGRAPHIC": "CJK",
          "KANGXI": "CJK", "BOPOMOFO": "CJK"}
+# The registry's scripts (ISO 15924 codes, pixelpipe/data/text/languages.json) under the names `letter_script`
+# reads from Unicode names, so "the scripts these languages write" can narrow a gate built from a model's letters.
+ISO_15924 = {"Arab": "ARABIC", "Armn": "ARMENIAN", "Beng": "BENGALI", "Cyrl": "CYRILLIC", "Deva": "DEVANAGARI",
+             "Ethi": "ETHIOPIC", "Geor": "GEORGIAN", "Grek": "GREEK", "Gujr": "GUJARATI", "Guru": "GURMUKHI",
+             "Hang": "HANGUL", "Hani": "CJK", "Hebr": "HEBREW", "Hira": "KANA", "Kana": "KANA", "Khmr": "KHMER",
+             "Knda": "KANNADA", "Latn": "LATIN", "Mlym": "MALAYALAM", "Mymr": "MYANMAR", "Olck": "OL CHIKI",
+             "Orya": "ORIYA", "Sinh": "SINHALA", "Taml": "TAMIL", "Telu": "TELUGU", "Thai": "THAI"}  # fmt: skip
+TRAINING = "training language"  # whose scripts a model's own gate holds (the reason names them)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -59,23 +67,34 @@ def known_scripts(characters: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def unknown_reason(text: str, known: Iterable[str]) -> str | None:
+def unknown_reason(text: str, known: Iterable[str], users: str = TRAINING) -> str | None:
     """Why `text` gets no language, or None when a model trained on letters of `known` scripts may answer:
-    it has no letter, or every letter is of a script no training text used."""
+    it has no letter, or every letter is of a script no training text used (`users`: who writes `known`, the
+    training languages or the languages a user allowed)."""
     scripts = text_scripts(text)
     if not scripts:
         return "no letters"
     if scripts.isdisjoint(known):
-        return "letters of a script no training language uses (" + ", ".join(sorted(scripts)).lower() + ")"
+        return f"letters of a script no {users} uses (" + ", ".join(sorted(scripts)).lower() + ")"
     return None
+
+
+def written_scripts(iso_codes: Iterable[str]) -> set[str] | None:
+    """The `letter_script` names of registry scripts (ISO 15924), None if one has no name here (then nothing
+    can be narrowed by it)."""
+    codes = list(iso_codes)
+    if any(code not in ISO_15924 for code in codes):
+        return None
+    return {ISO_15924[code] for code in codes}
 
 
 class ScriptGate:
     """`unknown_reason` for laid-out texts, vectorized over glyph ids: per glyph, whether it holds a letter and
     whether one of a known script (recomputed when the atlas grows)."""
 
-    def __init__(self, known: Iterable[str]) -> None:
+    def __init__(self, known: Iterable[str], users: str = TRAINING) -> None:
         self.known = frozenset(known)
+        self.users = users
         self.clusters: list[str] = []
         self.letter = np.zeros(0, bool)
         self.known_letter = np.zeros(0, bool)
@@ -95,5 +114,5 @@ class ScriptGate:
         out: list[str | None] = [None] * len(ids)
         for i in np.flatnonzero(~answerable):
             text = "".join(self.clusters[g] for g in ids[i, : lengths[i]])
-            out[i] = unknown_reason(text, self.known) or "no letters"
+            out[i] = unknown_reason(text, self.known, self.users) or "no letters"
         return out

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .languages import registry as languages_registry
+
 TEXT_DIR = Path(__file__).parent / "text"
 FAKER = "faker"
 FAKER_LOCALES = {
@@ -52,12 +54,10 @@ def catalog() -> dict[str, dict]:
     return {e["id"]: e for e in entries}
 
 
-@functools.cache
 def registry() -> dict[str, dict]:
-    """Language code -> its languages.json entry (name, scripts, groups, strings, families, udhr)."""
-    path = TEXT_DIR / "languages.json"
-    entries = json.loads(path.read_text(encoding="utf-8"))["languages"] if path.exists() else []
-    return {e["code"]: e for e in entries}
+    """Language code -> its languages.json entry (name, scripts, groups, strings, families, udhr): the one reader
+    predict shares (pixelpipe.data.languages, no pandas)."""
+    return languages_registry()
 
 
 def languages() -> list[str]:

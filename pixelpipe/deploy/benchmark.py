@@ -9,8 +9,18 @@ slows every form alike and the ratios stay fair on a shared machine; blocks
 rather than single calls, because torch's and onnxruntime's thread pools
 each spin-wait for a moment after a call and would otherwise steal each
 other's cores. The load average before and after is recorded beside the
-numbers: on an oversubscribed machine multi-threaded timings (torch's OpenMP
-barriers above all) are unreliable, and one thread is the fairer setting.
+numbers.
+
+Why the timings hold on a busy machine: torch's OpenMP threads spin-wait
+between parallel regions, and when another job holds a core a region waits
+for a descheduled spinner. Measured so (2 threads, a 2-core machine, one
+other busy process), a torch student of the default shape took 80 ms at batch 1 against
+0.8 ms, with quartiles hundreds of ms apart: a number nobody can use. So the
+thread pools are pinned (`pin_threads`: torch's intra-op threads as configured,
+one inter-op thread, OpenMP waiting passively, onnxruntime not spinning), every
+form warms up for a while rather than a few calls, and fast forms are timed
+for at least `MIN_TIMED_S` (many more runs than `repeats`), so the median and
+quartiles describe the form, not the neighbours.
 """
 
 from __future__ import annotations
@@ -22,15 +32,33 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
 from ..core import io
-from ..model.checkpoint import load_model
 from . import onnxmodel
 
 FORMS = ("torch_fp32", "onnx_fp32", "onnx_int8")
 FORM_TITLES = {"torch_fp32": "torch eager fp32", "onnx_fp32": "ONNX fp32", "onnx_int8": "ONNX int8"}
 _ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8", "amx_bf16", "neon", "asimd")
+BLOCK = 5  # timed runs of one form in a row before the next form's turn
+WARMUP_S = 0.25  # untimed seconds per form and batch, at least (and at least `warmup` runs)
+MIN_TIMED_S = 0.5  # timed seconds per form and batch, at least (and at least `repeats` runs) ...
+MAX_RUNS_FACTOR = 20  # ... but no more than this many times `repeats` runs
+
+
+def pin_threads(threads: int) -> str:
+    """Fix torch at `threads` intra-op threads and one inter-op thread; returns the OpenMP wait policy in effect.
+
+    Why: spinning OpenMP threads on a shared machine make torch's latency that of the other jobs (module
+    docstring). The policy is PASSIVE unless the user set another: `pixelpipe/__init__.py` sets it when the
+    package is imported, before torch loads OpenMP (which reads it once); the report records it."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # set before, or inter-op work already ran: the pool stays as it is
+        pass
+    return os.environ.get("OMP_WAIT_POLICY", "unset (spinning)")
 
 
 def cpu_info() -> dict[str, Any]:
@@ -51,11 +79,6 @@ def cpu_info() -> dict[str, Any]:
             "isa": [f for f in _ISA_FLAGS if f in flags]}
 
 
-def _blocks(repeats: int, size: int = 5) -> list[int]:
-    """Split `repeats` timed runs into blocks of at most `size`."""
-    return [min(size, repeats - i) for i in range(0, repeats, size)]
-
-
 def _stats(times_s: list[float], batch: int) -> dict[str, float]:
     t = np.asarray(times_s) * 1e3
     med = float(np.median(t))
@@ -67,7 +90,9 @@ def _stats(times_s: list[float], batch: int) -> dict[str, float]:
 Feeds = dict[str, np.ndarray]  # the ONNX model's inputs (deployed glyph ids, lengths)
 
 
-def _torch_runner(model: torch.nn.Module) -> Callable[[Feeds], np.ndarray]:
+def _torch_runner(model: Any) -> Callable[[Feeds], np.ndarray]:
+    import torch
+
     def run(feeds: Feeds) -> np.ndarray:
         glyphs = torch.from_numpy(np.maximum(feeds["glyphs"] - 1, 0))  # back to atlas ids (PAD is masked anyway)
         with torch.inference_mode():
@@ -81,6 +106,49 @@ def _onnx_runner(session: Any) -> Callable[[Feeds], np.ndarray]:
         return onnxmodel.run_logits(session, feeds)
 
     return run
+
+
+def _bench_session(path: str | os.PathLike, threads: int) -> Any:
+    """An onnxruntime session as predict opens one, but its pool threads do not spin after a call: spinning
+    would take the cores the next form (torch, interleaved) needs. One thread has no pool: nothing changes."""
+    import onnxruntime as ort
+
+    so = onnxmodel.session_options(threads)
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _warm(run: Callable[[Feeds], Any], x: Feeds, calls: int, seconds: float) -> None:
+    """Run untimed until at least `calls` runs and `seconds` have passed: allocators, caches, thread pools."""
+    t0, n = time.perf_counter(), 0
+    while n < calls or time.perf_counter() - t0 < seconds:
+        run(x)
+        n += 1
+
+
+def _enough(times: list[float], repeats: int, seconds: float) -> bool:
+    return len(times) >= repeats and (sum(times) >= seconds or len(times) >= MAX_RUNS_FACTOR * repeats)
+
+
+def time_forms(runners: dict[str, Callable[[Feeds], Any]], x: Feeds, warmup: int, repeats: int,
+               seconds: float = MIN_TIMED_S, warmup_seconds: float = WARMUP_S) -> dict[str, list[float]]:
+    """Seconds per timed run of each form on `x`: each warmed up, then timed in blocks of up to BLOCK runs,
+    round-robin across the forms (see the module docstring), until every form has at least `repeats` runs
+    and `seconds` of timed work (at most MAX_RUNS_FACTOR x `repeats` runs)."""
+    for run in runners.values():
+        _warm(run, x, warmup, warmup_seconds)
+    times: dict[str, list[float]] = {form: [] for form in runners}
+    while not all(_enough(t, repeats, seconds) for t in times.values()):
+        for form, run in runners.items():
+            if _enough(times[form], repeats, seconds):
+                continue
+            run(x)  # re-warm: the other runtime's threads ran last
+            have = len(times[form])
+            for _ in range(min(BLOCK, (repeats if have < repeats else MAX_RUNS_FACTOR * repeats) - have)):
+                t0 = time.perf_counter()
+                run(x)
+                times[form].append(time.perf_counter() - t0)
+    return times
 
 
 def _accuracy(run: Callable[[Feeds], np.ndarray], split_dir: Path, batch: int = 256) -> dict[str, Any]:
@@ -135,14 +203,20 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
               test_split_dir: str | os.PathLike, batch_sizes: list[int], warmup: int, repeats: int, threads: int,
               log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Measure every form at every batch size; return the report dict (see write_reports)."""
-    torch.set_num_threads(threads)
+    wait_policy = pin_threads(threads)
+    import torch
+
+    from ..model.checkpoint import load_model
+
     test_split_dir = Path(test_split_dir)
     model, config = load_model(student_dir)
     model.eval()
+    for path in (onnx_fp32, onnx_int8):
+        onnxmodel.open_session(path, threads)  # a file onnxruntime cannot load: the one-line error
     runners = {
         "torch_fp32": _torch_runner(model),
-        "onnx_fp32": _onnx_runner(onnxmodel.open_session(onnx_fp32, threads)),
-        "onnx_int8": _onnx_runner(onnxmodel.open_session(onnx_int8, threads)),
+        "onnx_fp32": _onnx_runner(_bench_session(onnx_fp32, threads)),
+        "onnx_int8": _onnx_runner(_bench_session(onnx_int8, threads)),
     }
     sizes = {"torch_fp32": Path(student_dir, "model.safetensors").stat().st_size,
              "onnx_fp32": Path(onnx_fp32).stat().st_size, "onnx_int8": Path(onnx_int8).stat().st_size}
@@ -151,17 +225,7 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
     latency: dict[str, dict[str, Any]] = {f: {} for f in FORMS}
     for b in batch_sizes:
         x = _test_feeds(test_split_dir, b, lines, line_chars)
-        for form in FORMS:
-            for _ in range(warmup):
-                runners[form](x)
-        times: dict[str, list[float]] = {f: [] for f in FORMS}
-        for block in _blocks(repeats):
-            for form in FORMS:  # round-robin over forms, a short block each (see module docstring)
-                runners[form](x)  # re-warm: the other runtime's threads ran last
-                for _ in range(block):
-                    t0 = time.perf_counter()
-                    runners[form](x)
-                    times[form].append(time.perf_counter() - t0)
+        times = time_forms(runners, x, warmup, repeats)
         for form in FORMS:
             latency[form][str(b)] = _stats(times[form], b)
             log(f"batch {b:3d} {FORM_TITLES[form]:17s} median {latency[form][str(b)]['median_ms']:8.2f} ms")
@@ -182,7 +246,8 @@ def benchmark(student_dir: str | os.PathLike, onnx_fp32: str | os.PathLike, onnx
     import onnxruntime
 
     return {
-        "cpu": cpu_info(), "threads": threads, "load_average_before": load_before, "load_average_after": load_after,
+        "cpu": cpu_info(), "threads": threads, "omp_wait_policy": wait_policy, "min_timed_s": MIN_TIMED_S,
+        "warmup_s": WARMUP_S, "load_average_before": load_before, "load_average_after": load_after,
         "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
         "encoder": config["encoder"], "batch_sizes": batch_sizes, "warmup": warmup, "repeats": repeats,
         "latency": latency, "speedup": ratios, "op_profile": profile, "size_bytes": sizes, "accuracy": accuracy,
@@ -202,6 +267,18 @@ def goal_check(report: dict[str, Any], batch: str = "32") -> dict[str, Any]:
     return {"evaluated": True, "batch": int(batch), "checks": checks, "met": all(checks.values())}
 
 
+def _spread_note(report: dict[str, Any], ratio: float = 2.0) -> list[str]:
+    """A warning naming the rows whose 75th percentile is over `ratio` times their 25th: timings disturbed by
+    other work on the machine (the load average says how busy it was), to be rerun before they are quoted."""
+    wide = [f"{FORM_TITLES[form]} at batch {b}" for form in FORMS for b, st in report["latency"][form].items()
+            if st["p75_ms"] > ratio * st["p25_ms"]]
+    if not wide:
+        return []
+    one = " or with `deploy_benchmark.threads: 1`" if report.get("threads", 1) != 1 else ""
+    return [f"**Unsteady timings** (75th percentile over {ratio:g}x the 25th): {', '.join(wide)}. Other work competed "
+            f"for the cores; rerun on a quiet machine{one} before quoting them."]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     cpu = report["cpu"]
     lines = [
@@ -212,8 +289,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"torch {report['versions']['torch']}, onnxruntime {report['versions']['onnxruntime']}.",
         f"Load average (1/5/15 min) before: {', '.join(f'{x:.2f}' for x in report['load_average_before'])}; "
         f"after: {', '.join(f'{x:.2f}' for x in report['load_average_after'])}.",
-        f"{report['warmup']} warm-up runs, {report['repeats']} timed repeats per form and batch, interleaved "
-        "in blocks of up to 5, round-robin across forms; latency is the median, spread the 25th-75th percentile.",
+        f"Each form warmed up for at least {report['warmup']} runs and {report.get('warmup_s', 0):g} s, then "
+        f"timed for at least {report['repeats']} runs and {report.get('min_timed_s', 0):g} s, interleaved in blocks "
+        f"of up to {BLOCK}, round-robin across forms; OpenMP wait policy "
+        f"{report.get('omp_wait_policy', 'unrecorded')}. Latency is the median, spread the 25th-75th percentile.",
+        *_spread_note(report),
         "",
         "| form | batch | median ms | p25-p75 ms | texts/s | size | test accuracy |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
