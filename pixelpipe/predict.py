@@ -4,14 +4,16 @@
     python -m pixelpipe.predict --model results/models/student.onnx --file texts.txt --jsonl
     cat texts.txt | python -m pixelpipe.predict --model results/models/student.onnx --file -
     python -m pixelpipe.predict --model results/models/student.onnx --image a.png --image b.png
+    python -m pixelpipe.predict --model results/models/student.onnx --list-languages
 
 Render settings, the glyph atlas and the labels come from the model file's
 own metadata, never from the command line. Files and stdin are read and
 answered in chunks, so memory stays bounded at any input size, and output
 lines come in input order: one per text. A line that cannot be classified
-(empty, not UTF-8, a character no font draws) gets an error record and the
-rest go on (`--strict` stops at the first one instead, exit status 2).
-What the model never saw (characters, lengths) is summarized once on stderr.
+(empty, not UTF-8, a control character such as NUL) gets an error record and
+the rest go on (`--strict` stops at the first one instead, exit status 2).
+What the model never saw (characters, lengths) and the symbols its fonts
+cannot draw (left out of the text) are summarized once on stderr.
 Needs onnxruntime, numpy and Pillow; torch is not imported.
 """
 
@@ -26,7 +28,9 @@ from typing import IO, Iterator, Sequence
 
 import numpy as np
 
+from .core.cli import ArgumentParser
 from .deploy import onnxmodel
+from .deploy.decide import DEFAULT_THRESHOLD
 from .deploy.predictor import Prediction, Predictor
 
 EXIT_BAD_INPUT = 2
@@ -91,12 +95,16 @@ def classify(predictor: Predictor, chunk: list[tuple[str | None, str]], top: int
 
 
 def text_line(text: str, p: Prediction) -> str:
-    """One plain output line: label, probability, text; `unknown` and the reason for no language; ERROR."""
+    """One plain output line: label, probability, text (with --top k: the k labels and their probabilities, the
+    most probable first, then the text); `unknown` and the reason for no language; ERROR."""
     if p.error is not None:
         return f"ERROR\t{p.error}\t{text}"
+    if p.group is not None:  # can't tell which of these relatives: the group and its probability
+        return f"{p.group}[{','.join(p.languages)}]\t{p.probability:.4f}\t{text}"
     if p.reason is not None:
         return f"unknown\t{p.reason}\t{text}"
-    return f"{p.label}\t{p.probability:.4f}\t{text}"
+    ranked = p.top or [(p.label, p.probability)]
+    return "".join(f"{label}\t{prob:.4f}\t" for label, prob in ranked) + text
 
 
 class Writer:
@@ -110,8 +118,14 @@ class Writer:
         rec: dict = {"input": text if text is not None else where}
         if p.error is not None:
             return {**rec, "error": p.error}
-        if p.reason is not None:  # no language: label null and why
-            return {**rec, "label": None, "probability": None, "reason": p.reason, "truncated": p.truncated}
+        if p.group is not None:  # can't tell which of these relatives
+            rec.update(label=None, group=p.group, languages=p.languages, probability=round(p.probability, 6))
+            return {**rec, "reason": p.reason, "truncated": p.truncated}
+        if p.reason is not None:  # no language: label null and why (undecided: with --top, the candidates)
+            rec.update(label=None, probability=None, reason=p.reason, truncated=p.truncated)
+            if self.top > 1 and p.top:
+                rec["top"] = [{"label": lab, "probability": round(pr, 6)} for lab, pr in p.top]
+            return rec
         rec.update(label=p.label, probability=round(p.probability, 6), truncated=p.truncated)
         if self.top > 1:
             rec["top"] = [{"label": lab, "probability": round(pr, 6)} for lab, pr in p.top]
@@ -159,7 +173,7 @@ def load_images(paths: Sequence[str], predictor: Predictor, invert: bool) -> lis
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m pixelpipe.predict", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="python -m pixelpipe.predict", description=__doc__.split("\n\n")[0])
     ap.add_argument("texts", nargs="*", help="texts to classify")
     ap.add_argument("--model", required=True, help="pixelpipe ONNX model (student.onnx or student.int8.onnx)")
     ap.add_argument("--file", action="append", default=[],
@@ -167,31 +181,53 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--image", action="append", default=[],
                     help="image file already rendered at the model's size, light ink on dark (repeatable)")
     ap.add_argument("--invert", action="store_true", help="images are dark ink on light: invert them first")
-    ap.add_argument("--top", type=int, default=1, help="also list the k most probable labels (JSON formats)")
+    ap.add_argument("--top", type=int, default=1,
+                    help="the k most probable labels with their probabilities (text: k label/probability pairs "
+                         "before the input; JSON: a `top` list)")
     ap.add_argument("--languages", default=None,
                     help="answer only among these labels, comma-separated (e.g. de,fr,it): the others get "
                          "probability 0, as if the model knew only these")
     fmt = ap.add_mutually_exclusive_group()
     fmt.add_argument("--json", dest="format", action="store_const", const="json", help="one JSON array on stdout")
     fmt.add_argument("--jsonl", dest="format", action="store_const", const="jsonl", help="one JSON object per line")
+    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                    help="below this probability answer a group of confusable languages or 'undecided' (can't tell) "
+                         f"instead of a guess (default {DEFAULT_THRESHOLD}; 0 = always the most probable label)")
     ap.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1; 0 = all cores)")
     ap.add_argument("--batch-size", type=int, default=64, help="texts per model call (sorted by length first)")
     ap.add_argument("--strict", action="store_true", help="stop at the first input that cannot be classified (exit 2)")
+    ap.add_argument("--list-languages", action="store_true",
+                    help="print the model's labels, one per line with its name from the language registry, and exit")
     ap.set_defaults(format="text")
     return ap
+
+
+def list_languages(predictor: Predictor) -> None:
+    """The model's labels, `code<TAB>name` per line (the code alone where the registry has no name for it)."""
+    for code, name in predictor.language_names.items():
+        print(code if name is None else f"{code}\t{name}")
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.threads < 0:
+            raise InputError("--threads must be >= 0 (0 = all cores)")
+        if args.list_languages:
+            if args.texts or args.file or args.image:
+                raise InputError("--list-languages takes no texts, --file or --image")
+            list_languages(Predictor(args.model, args.threads or None))
+            return 0
         if not args.texts and not args.file and not args.image:
             raise InputError("nothing to classify: give texts, --file or --image")
         if args.top < 1 or args.batch_size < 1:
             raise InputError("--top and --batch-size must be >= 1")
+        if not 0.0 <= args.threshold <= 1.0:
+            raise InputError(f"--threshold must be within [0, 1], got {args.threshold}")
         for path in args.file:
             if path != "-" and not Path(path).is_file():
                 raise InputError(f"text file not found: {path}")
-        predictor = Predictor(args.model, args.threads or None, args.batch_size)
+        predictor = Predictor(args.model, args.threads or None, args.batch_size, threshold=args.threshold)
         if args.languages is not None:
             try:
                 predictor.set_languages([code.strip() for code in args.languages.split(",") if code.strip()])

@@ -44,3 +44,43 @@ def test_folding_divides_the_logits_and_keeps_every_label():
     torch.testing.assert_close(after, before / 2.5)
     assert (after.argmax(1) == before.argmax(1)).all()
     assert np.isclose(expected_calibration_error(np.eye(3)[[0, 1, 2]], np.array([0, 1, 2])), 0.0)
+
+
+def test_length_temperatures_divide_by_the_bin_of_each_length():
+    from pixelpipe.core.reliability import LengthTemperatures
+
+    lt = LengthTemperatures([1, 5, 10, 40], [4.0, 2.0, 1.5, 1.0])
+    assert lt.of(np.array([0, 1, 4, 5, 9, 10, 39, 40, 500])).tolist() == [1.0, 4.0, 4.0, 2.0, 2.0, 1.5, 1.5, 1.0, 1.0]
+    logits = np.ones((2, 3))
+    np.testing.assert_allclose(lt.apply(logits, np.array([3, 60])), [[0.25] * 3, [1.0] * 3])
+    cfg = {"metrics": {"calibration": {"by_length": {"edges": [1, 40], "temperatures": [3.0, 1.0]}}}}
+    assert LengthTemperatures.from_config(cfg).of(np.array([2]))[0] == 3.0
+    assert LengthTemperatures.from_config({"metrics": {"calibration": None}}) is None
+
+
+def test_sized_windows_cut_every_text_to_the_asked_lengths():
+    from pixelpipe.data.windows import sized_windows
+
+    glyphs = torch.arange(1, 41).repeat(64, 1)
+    lengths = torch.tensor([40] * 60 + [3, 7, 12, 40])
+    out, m = sized_windows(glyphs, lengths, torch.Generator().manual_seed(0), 5, 9)
+    assert ((m >= 5) & (m <= 9))[:60].all() and m[60] == 3 and (m[61:] >= 5).all()
+    for row, n, full in zip(out, m, lengths):
+        kept = row[:n]
+        assert (kept[1:] - kept[:-1] == 1).all() and int(kept[-1]) <= int(full)  # one contiguous piece of the text
+        assert (row[n:] == 0).all()
+
+
+def test_short_windows_get_their_own_temperature():
+    """A model trained on whole 4-glyph texts whose label shows in one glyph is as sure of a 2-glyph window, which
+    often lacks that glyph: the shortest bin gets a temperature above 1, lengths past every text keep theirs."""
+    from pixelpipe.train.calibrate import LENGTH_EDGES, fit_length_temperatures
+    from tests._engine_utils import ToyImages, make_trainer
+
+    data = ToyImages(256)
+    trainer = make_trainer(data, batch_size=16, epochs=4)
+    trainer.fit()
+    found = fit_length_temperatures(trainer.model, ToyImages(256, seed=1), torch.device("cpu"), "fp32", 64, seed=0)
+    assert found["edges"] == [*LENGTH_EDGES, 40] and found["temperatures"][-1] == 1.0
+    assert len(found["ece_before"]) == len(found["ece_after"]) == len(LENGTH_EDGES)
+    assert found["temperatures"][0] > 1.5

@@ -92,6 +92,25 @@ def test_calibration_of_held_out_texts_bins_every_classified_text():
     assert abs(cal["ece"] - (0.1 + 0.2 + 0.4) / 3) < 1e-9
 
 
+def test_calibration_and_cant_tell_are_reported_per_length_bucket():
+    import pandas as pd
+
+    from pixelpipe.deploy.evaluation import heldout_calibration
+    from pixelpipe.deploy.evaluation_report import _calibration_section, calibration_goals
+
+    texts = ["kurz", "auch kurz", "a text of more than twenty characters", "and one of fifty characters, more or less, here."]
+    sets = {"ui": pd.DataFrame({"text": texts, "label": ["de", "de", "en", "en"], "source": "s"})}
+    probs = np.array([[0.6, 0.4], [0.97, 0.03], [0.01, 0.99], [0.02, 0.98]])  # labels de, en
+    cal = heldout_calibration(lambda t: probs, ["de", "en"], sets)
+    assert set(cal["buckets"]) == {"<20", "20-40", ">40", "all"} and cal["buckets"]["<20"]["texts"] == 2
+    assert abs(cal["buckets"]["<20"]["ece"] - (0.4 + 0.03) / 2) < 1e-9  # one bin each: |1 - 0.6|, |1 - 0.97|
+    at = {r["threshold"]: r for r in cal["buckets"]["<20"]["selective"]}
+    assert at[0.0]["answered"] == 1.0 and at[0.95]["answered"] == 0.5 and at[0.95]["accuracy"] == 1.0
+    assert [g["met"] for g in calibration_goals(cal)] == [False, True, False]  # ECE 21.5 %, 100 % right, 50 % answered
+    md = "\n".join(_calibration_section({"calibration": cal}))
+    assert "Can't tell" in md and "| <20 | 2 | 21.50 |" in md and "| **0.95** | 50.0 | 100.00 |" in md
+
+
 def test_goals_compare_teacher_student_baseline_and_py3langid_per_bucket():
     def rows_for(model, correct, buckets=("<20", "20-40", "40-100", "15-40", ">40", "all")):
         return [{"model": model, "set": s, "perturbation": p, "bucket": b, "n": 1000, "correct": correct}

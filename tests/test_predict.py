@@ -2,6 +2,7 @@
 folded on the fly, the pixel path, length buckets, notices, bad lines, bounded memory), then the tiny run's student
 end to end: the torch student's answer, a self-contained model file, one-line errors."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,12 +16,15 @@ import torch
 from PIL import Image
 
 from pixelpipe.data.atlas import GlyphAtlas, clusters, normalize, undrawable
+from pixelpipe.data import languages
 from pixelpipe.data.corpus import generate_default_corpus
 from pixelpipe.data.render import Renderer, RenderSettings
+from pixelpipe.data.scripts import ISO_15924, letter_script
 from pixelpipe.deploy import onnxmodel
-from pixelpipe.deploy.predictor import Predictor
+from pixelpipe.deploy.decide import UNDECIDED
+from pixelpipe.deploy.predictor import Predictor as DefaultPredictor
 from pixelpipe.model.checkpoint import load_model
-from pixelpipe.predict import run
+from pixelpipe.predict import run as default_run
 from tests import _deploy_utils as du
 from tests.workflow_utils import REPO
 
@@ -34,10 +38,24 @@ TEXTS = ["Guten Tag, wie geht es Ihnen heute?", "Привет, как дела �
          "مرحبا بالعالم", "Xin chào thế giới"]
 
 
+# The tests' tiny models are barely trained, so their answers are rarely confident: the tests of layout, batching,
+# formats and parity with torch read the forced choice (threshold 0, the most probable label, what torch's argmax
+# gives); the can't-tell answer at the default threshold has tests of its own (test_cant_tell_*).
+FORCED = ("--threshold", "0")
+
+
+def Predictor(*args, **kwargs) -> DefaultPredictor:  # noqa: N802 (stands for the class)
+    return DefaultPredictor(*args, **{"threshold": 0.0, **kwargs})
+
+
+def run(argv: list[str]) -> int:
+    return default_run([*argv, *FORCED])
+
+
 def _cli(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "pixelpipe.predict", *args], capture_output=True, env=env, cwd=cwd,
-                          input=stdin)
+    proc = subprocess.run([sys.executable, "-m", "pixelpipe.predict", *args, *FORCED], capture_output=True, env=env,
+                          cwd=cwd, input=stdin)
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
@@ -91,15 +109,151 @@ def test_languages_restrict_the_answer_and_renormalize(deployed_student):
     keep = np.isin(du.LABELS, ["de", "ru"])
     assert (sub[:, ~keep] == 0).all()
     np.testing.assert_allclose(sub[:, keep], full[:, keep] / full[:, keep].sum(1, keepdims=True), rtol=1e-9)
-    assert {pred.label for pred in p.predict(TEXTS)} <= {"de", "ru"}
+    # Latin and Cyrillic texts answered among the two; Greek, Hebrew, Arabic: no language (no allowed script)
+    assert [pred.label in {"de", "ru"} for pred in p.predict(TEXTS)] == [True, True, False, False, False, True]
     p.set_languages(None)
     np.testing.assert_allclose(p.predict_proba(TEXTS)[0], full)
     with pytest.raises(ValueError, match="xx"):
         p.set_languages(["de", "xx"])
     out = _cli("--model", str(deployed_student.path), "--languages", "de,el", "--jsonl", *TEXTS[:3])
-    assert out.returncode == 0 and {json.loads(line)["label"] for line in out.stdout.splitlines()} <= {"de", "el"}
+    assert out.returncode == 0  # the Russian text: no language (no allowed language is written in Cyrillic)
+    assert [json.loads(line)["label"] in {"de", "el"} for line in out.stdout.splitlines()] == [True, False, True]
     bad = _cli("--model", str(deployed_student.path), "--languages", "de,zz", "Hallo")
     assert bad.returncode == 2 and "zz" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_one_text_is_refused_where_texts_are_expected_and_classify_answers_it(deployed_student):
+    """A str given to predict or predict_proba would be iterated, each character classified as a text: a TypeError
+    pointing to `classify` instead; `classify(text)` is predict([text])[0], and takes nothing but a str."""
+    p = Predictor(deployed_student.path)
+    for method in (p.predict, p.predict_proba):
+        with pytest.raises(TypeError, match=r"got one str: use Predictor\.classify\(text\)"):
+            method("Guten Morgen zusammen")
+        with pytest.raises(TypeError, match="got bytes"):
+            method(b"Guten Morgen zusammen")
+    with pytest.raises(TypeError, match=r"texts\[1\] is int, not str"):
+        p.predict(["Guten Morgen", 3])
+    one = p.classify(TEXTS[1], top=2)
+    assert one == p.predict([TEXTS[1]], top=2)[0] and one.label in du.LABELS and len(one.top) == 2
+    assert p.predict(t for t in TEXTS[:2]) == p.predict(TEXTS[:2])  # any iterable of str is fine
+    with pytest.raises(TypeError, match=r"predict\(texts\) answers a list"):
+        p.classify(["Guten Morgen"])
+
+
+def test_language_names_from_the_registry(deployed_student):
+    """Labels get their registry names in the API and on the command line (`--model` still required); a label
+    that is no registry code (a user corpus's) gets no name."""
+    p = Predictor(deployed_student.path)
+    assert p.language_names == {"ar": "Arabic", "de": "German", "el": "Greek", "ru": "Russian", "vi": "Vietnamese"}
+    assert languages.names(["de", "positive"]) == {"de": "German", "positive": None}
+    out = _cli("--model", str(deployed_student.path), "--list-languages")
+    assert out.returncode == 0 and out.stdout.splitlines() == [f"{c}\t{n}" for c, n in p.language_names.items()]
+    assert _cli("--list-languages").returncode == 2  # argparse: --model is required
+    both = _cli("--model", str(deployed_student.path), "--list-languages", "Hallo")
+    assert both.returncode == 2 and both.stderr.strip() == "error: --list-languages takes no texts, --file or --image"
+
+
+CONTROL = {"nul\x00byte here": "control character '\\x00' (U+0000) at index 3",
+           "esc \x1b[31mred": "control character '\\x1b' (U+001B) at index 4",
+           "del\x7f and bell\x07": "control character '\\x7f' (U+007F) at index 3 (and 1 more)",
+           "next\x85line": "control character '\\x85' (U+0085) at index 4",
+           "c1 \x9f": "control character '\\x9f' (U+009F) at index 3"}
+
+
+def test_control_characters_are_error_records_naming_them(deployed_student, tmp_path):
+    """A control character (Unicode Cc but tab, LF, CR) makes its text an error record naming the character and
+    its index, even when the font chain draws it (Unifont draws U+0000: the default chain would classify it);
+    tab, newline and carriage return are whitespace; the API and the CLI say the same."""
+    d = deployed_student
+    assert not undrawable("nul\x00byte here", (*du.FONTS, "Unifont"))
+    p = Predictor(d.path)
+    p.settings = dataclasses.replace(p.settings, fonts=(*du.FONTS, "Unifont"))  # as the default chain
+    p.atlas.fonts = p.settings.fonts
+    preds = p.predict([*CONTROL, "tab\there\r\nand newline"])
+    assert [x.error for x in preds[:-1]] == list(CONTROL.values()) and all(x.label is None for x in preds[:-1])
+    assert preds[-1].error is None and preds[-1].label in du.LABELS
+    lines = tmp_path / "control.txt"  # argv cannot hold NUL: a file, read as bytes
+    lines.write_bytes("\n".join(CONTROL).encode() + b"\n")
+    out = _cli("--model", str(d.path), "--jsonl", "--file", str(lines))
+    assert [json.loads(line)["error"] for line in out.stdout.split("\n")[:-1]] == list(CONTROL.values())
+    assert "note: 5 input(s) could not be classified" in out.stderr
+
+
+def test_symbols_no_font_draws_are_left_out_and_counted(deployed_student):
+    """An emoji past the fonts no longer costs its text: it is left out and the rest classified (the answer the
+    text without it gets), counted once per text in one notice; a text of nothing else gets no language."""
+    d = deployed_student
+    thumbs = "\U0001F44D"
+    assert undrawable(thumbs, du.FONTS) == thumbs
+    p = Predictor(d.path)
+    texts = [f"Danke {thumbs}", f"{thumbs} Guten Tag {thumbs}", thumbs * 2, "Danke", "Guten Tag"]
+    probs, errors, _ = p.predict_proba(texts)
+    assert errors == [None] * 5 and np.isfinite(probs).all()
+    np.testing.assert_allclose(probs[:2], probs[3:], atol=1e-12)
+    preds = p.predict(texts)
+    assert preds[2].label is None and preds[2].reason == "no letters" and preds[2].error is None
+    assert [x.label for x in preds[:2]] == [x.label for x in preds[3:]]
+    assert dict(p.notices.undrawable) == {thumbs: 6} and p.notices.errors == 0  # two calls, three texts each
+    line = f"characters the model's fonts cannot draw (texts holding each): {thumbs!r} (6); left out"
+    assert any(n.startswith(line) for n in p.notices.lines(d.settings.cells, 5))
+    out = _cli("--model", str(d.path), *texts[:3])
+    assert out.returncode == 0 and out.stdout.splitlines()[2] == f"unknown\tno letters\t{thumbs * 2}"
+    assert out.stderr.count(f"{thumbs!r} (3); left out") == 1
+
+
+def test_languages_narrow_the_scripts_that_get_an_answer(deployed_student):
+    """With languages allowed, a text whose letters none of them is written in (the registry's scripts) gets no
+    language, as a text of a script training never saw, instead of the least unlikely allowed label; a text with
+    one letter they write is answered; set_languages(None) answers it again; the CLI says `unknown`."""
+    p = Predictor(deployed_student.path)
+    cyrillic = "Привет, как дела?"
+    assert p.classify(cyrillic).label is not None
+    p.set_languages(["de", "vi"])
+    pred = p.classify(cyrillic)
+    assert pred.label is None and pred.reason == "letters of a script no allowed language uses (cyrillic)"
+    assert p.classify(f"{cyrillic} Hallo").label in {"de", "vi"}
+    assert np.isfinite(p.predict_proba([cyrillic])[0]).all()  # the distribution stays available
+    p.set_languages(["ru", "el"])
+    assert p.classify(cyrillic).label in {"ru", "el"} and p.classify("Guten Tag").reason is not None
+    p.set_languages(None)
+    assert p.classify(cyrillic).label is not None
+    out = _cli("--model", str(deployed_student.path), "--languages", "de,vi", cyrillic)
+    assert out.stdout == f"unknown\tletters of a script no allowed language uses (cyrillic)\t{cyrillic}\n"
+    assert languages.scripts(["de", "positive"]) is None  # a user corpus's label narrows nothing
+
+
+def test_every_registry_script_has_the_gate_name_of_its_letters():
+    """The registry names scripts by ISO 15924, the gate by the Unicode names of letters: for every script the
+    registry uses, most of its letters in the BMP (fontTools' script property) get the gate name ISO_15924 gives it
+    (the BMP: 250 archaic hentaigana past it outnumber the hiragana)."""
+    from collections import Counter
+
+    from fontTools import unicodedata as fu
+
+    used = {code for entry in languages.registry().values() for code in entry["scripts"]}
+    assert used <= set(ISO_15924)
+    seen: dict[str, Counter] = {code: Counter() for code in used}
+    for cp in range(0x10000):
+        ch = chr(cp)
+        code = fu.script(ch)
+        if code in seen and letter_script(ch) is not None:
+            seen[code][letter_script(ch)] += 1
+    assert {code: c.most_common(1)[0][0] for code, c in seen.items()} == {code: ISO_15924[code] for code in used}
+
+
+def test_top_k_on_the_plain_line(deployed_student):
+    """`--top 3` shows the three most probable labels with their probabilities on the plain line too (the API's
+    top, most probable first, then the input); `--top 1` keeps `label, probability, input`; --top never lists
+    a label --languages leaves out."""
+    d = deployed_student
+    want = Predictor(d.path).predict(TEXTS[:2], top=3)
+    lines = _cli("--model", str(d.path), "--top", "3", *TEXTS[:2]).stdout.splitlines()
+    assert [line.split("\t") for line in lines] == [
+        [*(f for lab, pr in w.top for f in (lab, f"{pr:.4f}")), t] for w, t in zip(want, TEXTS[:2])]
+    one = _cli("--model", str(d.path), TEXTS[0]).stdout
+    assert one == f"{want[0].label}\t{want[0].probability:.4f}\t{TEXTS[0]}\n"
+    few = _cli("--model", str(d.path), "--top", "5", "--languages", "de,el", TEXTS[0]).stdout.split("\t")
+    assert few[0:4:2] in (["de", "el"], ["el", "de"]) and len(few) == 5
 
 
 def test_predictor_is_the_torch_student_on_real_text(deployed_student):
@@ -226,8 +380,9 @@ def _bad_file(path: Path) -> Path:
 
 
 def test_bad_lines_are_error_records_and_the_rest_is_classified(deployed_student, tmp_path):
-    """A NUL byte, an empty or blank line, bytes that are not UTF-8, an emoji no font draws: each is that line's
-    error record; the other lines get exactly the answer they get alone, and the exit status is 0."""
+    """A NUL byte, an empty or blank line, bytes that are not UTF-8: each is that line's error record; an emoji no
+    font draws is left out of its line, which is classified on the rest; the other lines get exactly the answer
+    they get alone, and the exit status is 0."""
     d = deployed_student
     proc = _cli("--model", str(d.path), "--jsonl", "--file", str(_bad_file(tmp_path / "t.txt")))
     assert proc.returncode == 0, proc.stderr
@@ -235,15 +390,16 @@ def test_bad_lines_are_error_records_and_the_rest_is_classified(deployed_student
     assert len(records) == len(BAD_LINES)
     errors = [r.get("error") for r in records]
     assert errors[0] is None and errors[-1] is None
-    assert errors[1] == "characters the model's fonts cannot draw: '\\x00'" and records[1]["input"] == "a\x00b"
+    assert errors[1] == "control character '\\x00' (U+0000) at index 1" and records[1]["input"] == "a\x00b"
     assert errors[2] == errors[5] == "empty text"
     assert errors[3] == "not UTF-8 (byte 0)"
     assert records[3]["input"] == f"line 4 of {tmp_path / 't.txt'} is not UTF-8 (byte 0)"
-    assert errors[4] == "characters the model's fonts cannot draw: '\U0001F680'"
-    alone = Predictor(d.path).predict([BAD_LINES[0], BAD_LINES[-1]])
-    for rec, want in zip((records[0], records[-1]), alone):
+    assert errors[4] is None and records[4]["input"] == BAD_LINES[4]
+    alone = Predictor(d.path).predict([BAD_LINES[0], BAD_LINES[-1], "rocket"])
+    for rec, want in zip((records[0], records[-1], records[4]), alone):
         assert rec["label"] == want.label and rec["probability"] == pytest.approx(want.probability, abs=1e-6)
-    assert "note: 5 input(s) could not be classified" in proc.stderr and "Traceback" not in proc.stderr
+    assert "note: 4 input(s) could not be classified" in proc.stderr and "Traceback" not in proc.stderr
+    assert "note: characters the model's fonts cannot draw (texts holding each): '\U0001f680' (1)" in proc.stderr
     api = Predictor(d.path).predict(["a\x00b", "fine text", ""])  # the API: the same records
     assert [x.error is None for x in api] == [False, True, False] and api[1].label in du.LABELS
 
@@ -263,7 +419,8 @@ def test_a_bad_text_never_costs_the_others(deployed_student, cell_student, stem)
     path = deployed_student.path if stem == "pair" else cell_student
     texts = ["Guten Tag", "", "a\x00b", "Hallo Welt", "\U0001F680"]
     preds = Predictor(path).predict(texts)
-    assert [x.error is None for x in preds] == [True, False, False, True, False]
+    assert [x.error is None for x in preds] == [True, False, False, True, True]
+    assert preds[4].label is None and preds[4].reason == "no letters"  # nothing drawable: one blank cell
     alone = Predictor(path).predict([texts[0], texts[3]])
     assert [(x.label, x.probability) for x in alone] == [(x.label, x.probability) for x in (preds[0], preds[3])]
     assert all(x.error is not None for x in Predictor(path).predict(["", "   "]))  # nothing left to run: no error
@@ -284,7 +441,7 @@ def test_strict_stops_at_the_first_bad_line_naming_it(deployed_student, tmp_path
     f = _bad_file(tmp_path / "t.txt")
     proc = _cli("--model", str(d.path), "--strict", "--file", str(f))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == f"error: line 2 of {f}: characters the model's fonts cannot draw: '\\x00'"
+    assert proc.stderr.strip() == f"error: line 2 of {f}: control character '\\x00' (U+0000) at index 1"
     g = tmp_path / "this is latin-1.txt"  # " is " in the path: the reason is still found
     g.write_bytes(b"fine\ncaf\xe9\n")
     proc = _cli("--model", str(d.path), "--strict", "--file", str(g))
@@ -656,3 +813,46 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     fp32 = [r["label"] for r in json.loads(proc.stdout)]
     assert np.mean([f == w for f, w in zip(fp32, want)]) >= 0.99  # fp32 ONNX predict = the torch student
     assert np.mean([g == w for g, w in zip(got, want)]) >= 0.97  # int8 = torch but for rare near-ties
+
+
+def test_cant_tell_answers_undecided_below_the_threshold(deployed_student):
+    """At threshold 1 nothing is sure enough: every text with letters is undecided, with its candidates ranked; at 0
+    the same texts get the most probable label, and the probabilities themselves do not change."""
+    d = deployed_student
+    unsure, forced = DefaultPredictor(d.path, threshold=1.0), DefaultPredictor(d.path, threshold=0.0)
+    texts = ["Guten Tag, wie geht es Ihnen heute?", "Xin chào thế giới", "12345"]
+    u, f = unsure.predict(texts, top=2), forced.predict(texts, top=2)
+    assert [p.reason for p in u] == [UNDECIDED, UNDECIDED, "no letters"] and u[0].label is None
+    assert [p.label for p in f[:2]] == [p.top[0][0] for p in u[:2]] and f[0].label in du.LABELS
+    assert u[0].top == f[0].top
+    np.testing.assert_array_equal(unsure.predict_proba(texts)[0], forced.predict_proba(texts)[0])
+
+
+def test_cant_tell_a_group_of_relatives_with_its_probability(deployed_student):
+    """Probability split between two languages of one registry group (east-slavic: ru + uk) is that group, with
+    their summed probability; split between unrelated ones, no language."""
+    p = DefaultPredictor(deployed_student.path, threshold=0.9)
+    p.labels = ["ru", "uk", "de"]  # the decision reads only probability rows: give it a labelled set with a group
+    from pixelpipe.deploy.decide import Decider
+
+    p.decider = Decider(p.labels, 0.9)
+    probs = np.array([[0.5, 0.46, 0.04], [0.5, 0.04, 0.46]])
+    out = p.to_predictions(probs, [None, None], np.array([20, 20]), top=1)
+    assert (out[0].group, out[0].languages, out[0].label) == ("east-slavic", ["ru", "uk"], None)
+    assert out[0].probability == pytest.approx(0.96) and out[0].reason == UNDECIDED
+    assert out[1].group is None and out[1].reason == UNDECIDED
+
+
+def test_cant_tell_on_the_command_line(deployed_student, tmp_path):
+    """Plain output says `unknown undecided`; JSON has label null, reason undecided and, with --top, the candidates;
+    a threshold outside [0, 1] is a one-line error."""
+    model = str(deployed_student.path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "pixelpipe.predict", "--model", model, "--threshold", "1"]
+    plain = subprocess.run([*cmd, "Guten Tag, wie geht es Ihnen heute?"], capture_output=True, text=True, env=env)
+    assert plain.returncode == 0 and plain.stdout == "unknown\tundecided\tGuten Tag, wie geht es Ihnen heute?\n"
+    js = subprocess.run([*cmd, "--jsonl", "--top", "2", "Xin chào thế giới"], capture_output=True, text=True, env=env)
+    rec = json.loads(js.stdout)
+    assert rec["label"] is None and rec["reason"] == UNDECIDED and len(rec["top"]) == 2
+    bad = subprocess.run([*cmd[:-1], "1.5", "Hallo"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --threshold") and "Traceback" not in bad.stderr

@@ -44,6 +44,19 @@ def random_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Gener
     return take_windows(glyphs, start, m)
 
 
+def sized_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Generator, lo: int,
+                  hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(glyphs, lengths): a window of each text, its length uniform in lo..hi characters (the text's length where that
+    is shorter) and its start uniform over the text: the short texts users send, cut from longer ones."""
+    n = lengths.to(glyphs.device).long().clamp(1, glyphs.shape[1])
+    top = torch.clamp(n, max=hi)
+    low = torch.clamp(n, max=lo)
+    u = torch.rand(len(n), generator=gen, device=glyphs.device)
+    m = torch.minimum(low + (u * (top - low + 1)).long(), top)
+    start = (torch.rand(len(n), generator=gen, device=glyphs.device) * (n - m + 1)).long().clamp(max=n - m)
+    return take_windows(glyphs, start, m)
+
+
 def take_windows(glyphs: torch.Tensor, start: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(glyphs, lengths): characters start .. start + m - 1 of each row moved to its front, blank after."""
     total = glyphs.shape[1]

@@ -79,6 +79,23 @@ def goals(rows: list[dict]) -> list[dict]:
     return out
 
 
+def calibration_goals(cal: dict | None) -> list[dict]:
+    """Short text: probabilities that mean what they say (ECE <= 2 %), and with the default can't-tell threshold
+    answers >= 99 % right while >= 85 % are answered."""
+    short = (cal or {}).get("buckets", {}).get("<20")
+    if not short:
+        return []
+    at = next((r for r in short["selective"] if r["threshold"] == cal["threshold"]), None)
+    rows = [{"goal": f"{SHIPPED} ECE, <20 chars (%)", "value": 100 * short["ece"], "target": 2.0,
+             "met": 100 * short["ece"] <= 2.0}]
+    if at is not None:
+        rows += [{"goal": f"{SHIPPED} accuracy of answers given, <20 chars, threshold {cal['threshold']}",
+                  "value": 100 * at["accuracy"], "target": 99.0, "met": 100 * at["accuracy"] >= 99.0},
+                 {"goal": f"{SHIPPED} share answered, <20 chars, threshold {cal['threshold']}",
+                  "value": 100 * at["answered"], "target": 85.0, "met": 100 * at["answered"] >= 85.0}]
+    return rows
+
+
 def language_rows(result: dict, models: list[str]) -> pd.DataFrame:
     """Per language: texts and each model's clean accuracy (%), and what the deployed model misread it as."""
     per = result.get("languages", {})
@@ -105,18 +122,11 @@ def confusions(result: dict, model: str = SHIPPED, top: int = 10) -> list[tuple[
 def group_rows(result: dict, model: str = SHIPPED) -> pd.DataFrame:
     """The confusable groups of the language registry (e.g. bosnian-croatian-serbian) with two or more of the
     evaluated languages: their accuracy together, and how many of their misreadings stay inside the group."""
-    from ..data.sources import registry
+    from .decide import confusable_groups
 
     per = result.get("languages", {}).get(model, {})
-    groups: dict[str, list[str]] = {}
-    for lang, entry in registry().items():
-        for g in entry.get("groups", []):
-            if lang in per:
-                groups.setdefault(g, []).append(lang)
     rows = {}
-    for g, langs in sorted(groups.items()):
-        if len(langs) < 2:
-            continue
+    for g, langs in confusable_groups(list(per)).items():
         n = sum(per[x]["n"] for x in langs)
         wrong = sum(per[x]["n"] - per[x]["correct"] for x in langs)
         inside = sum(k for x in langs for other, k in per[x]["read_as"].items() if other in langs)
@@ -181,6 +191,42 @@ def _calibration_section(result: dict) -> list[str]:
              "| confidence | texts | mean confidence | accuracy |", "| --- | ---: | ---: | ---: |"]
     lines += [f"| {b['low']:.2f}-{b['high']:.2f} | {b['n']:,} | {100 * b['confidence']:.2f} | {100 * b['accuracy']:.2f} |"
               for b in cal["bins"]]
+    return lines + _bucket_calibration(cal) + _cant_tell_section(cal)
+
+
+def _bucket_calibration(cal: dict) -> list[str]:
+    buckets = {k: v for k, v in cal.get("buckets", {}).items() if k != "all"}
+    if not buckets:
+        return []
+    lines = ["", "By length (characters): a pooled ECE is mostly long, easy text.", "",
+             "| length | texts | ECE (%) | accuracy (%) | mean confidence (%) |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name, b in buckets.items():
+        n = sum(p["n"] for p in b["bins"])
+        acc = sum(p["n"] * p["accuracy"] for p in b["bins"]) / n
+        conf = sum(p["n"] * p["confidence"] for p in b["bins"]) / n
+        lines.append(f"| {name} | {b['texts']:,} | {100 * b['ece']:.2f} | {100 * acc:.2f} | {100 * conf:.2f} |")
+    return lines
+
+
+def _cant_tell_section(cal: dict) -> list[str]:
+    buckets = cal.get("buckets", {})
+    if not buckets:
+        return []
+    groups = ", ".join(f"{g} ({' '.join(m)})" for g, m in cal.get("groups", {}).items()) or "none among these labels"
+    lines = ["\n## Can't tell: answers given against share answered (deployed model, clean text, all sets)\n",
+             f"Below the threshold predict answers a confusable group when its probability reaches the threshold "
+             f"(groups: {groups}), else no language (`undecided`). Default threshold **{cal['threshold']}**. "
+             "Answered: a language or a group; accuracy: of the answers given (a group is right when it holds the "
+             "true language).\n"]
+    names = list(buckets)
+    lines += ["| threshold | " + " | ".join(f"{b} answered | {b} accuracy" for b in names) + " |",
+              "| ---: | " + " | ".join("---: | ---:" for _ in names) + " |"]
+    for k, row in enumerate(buckets[names[0]]["selective"]):
+        t = row["threshold"]
+        cells = [f"{100 * buckets[b]['selective'][k]['answered']:.1f} | {100 * buckets[b]['selective'][k]['accuracy']:.2f}"
+                 for b in names]
+        mark = f"**{t}**" if t == cal["threshold"] else f"{t}"
+        lines.append(f"| {mark} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -211,9 +257,10 @@ def render_markdown(result: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
-def plot(result: dict, path: str | Path) -> None:
-    """Clean accuracy by length bucket, accuracy per perturbation (one bar per model), and the deployed model's
-    reliability diagram."""
+def figure(result: dict):
+    """The evaluation figure (matplotlib Figure): clean accuracy by length bucket, accuracy per perturbation (one
+    bar per model), and the deployed model's reliability diagram. One legend for the two bar panels (the same
+    models), below them: inside an axes it covered the bars, which all reach near 100 %."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -225,12 +272,11 @@ def plot(result: dict, path: str | Path) -> None:
     cal = result.get("calibration")
     fig, axes = plt.subplots(1, 3 if cal else 2, figsize=(18 if cal else 13, 4.2))
     for ax, (table, title) in zip(axes, panels):
-        table.plot.bar(ax=ax, rot=0, width=0.8)
+        table.plot.bar(ax=ax, rot=0, width=0.8, legend=False)
         ax.set_ylim(max(0.0, float(table.min().min()) - 5), 100.5)
         ax.set_title(title)
         ax.set_ylabel("accuracy (%)")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
     if cal:
         ax = axes[2]
         ax.plot([0, 1], [0, 1], color="gray", lw=1, ls="--")
@@ -239,14 +285,27 @@ def plot(result: dict, path: str | Path) -> None:
         ax.set_ylabel("share read right")
         ax.set_title(f"deployed model, reliability (ECE {100 * cal['ece']:.2f} %)")
         ax.grid(alpha=0.3)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    columns = min(len(labels), 8) or 1
+    fig.tight_layout(rect=(0, 0.02 + 0.06 * -(-len(labels) // columns), 1, 1))  # room for the legend below
+    below = (axes[0].get_position().x0 + axes[1].get_position().x1) / 2  # centred under the two bar panels
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(below, 0), ncol=columns, fontsize=8,
+               frameon=False)
+    return fig
+
+
+def plot(result: dict, path: str | Path) -> None:
+    """The evaluation figure as a PNG (written atomically)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(result)
     with io.atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
 
 def write_outputs(result: dict, json_path: str | Path, md_path: str | Path, png_path: str | Path) -> None:
-    result = {**result, "goals": goals(result["rows"])}
+    result = {**result, "goals": goals(result["rows"]) + calibration_goals(result.get("calibration"))}
     io.write_json(json_path, result)
     io.write_text(md_path, render_markdown(result))
     plot(result, png_path)

@@ -2,6 +2,7 @@
 
     from pixelpipe.deploy.predictor import Predictor
     p = Predictor("results/models/student.onnx")
+    p.classify("Guten Morgen")                  # Prediction(label='de', probability=0.99, ...)
     p.predict(["Guten Morgen", "Bonjour"])      # [Prediction(label='de', probability=0.99, ...), ...]
 
 Each text is laid out with the training renderer and the model's own atlas
@@ -11,10 +12,12 @@ atlas lacks is drawn with the same fonts and folded into a new table row on
 the fly (the fold map ships in the metadata): the model sees what a reader
 sees. Texts are sorted by length and run in batches trimmed to their
 longest text, so no compute goes to padding. A text that cannot be
-classified (empty, or a character no font draws) gets an error record; the
-others are unaffected. What the model never saw (characters absent from the
-training texts, texts truncated by the layout, texts shorter than any
-training window) is counted in `notices`, for one summary per run.
+classified (empty, or holding a control character such as NUL) gets an error
+record; the others are unaffected. A symbol no font of the model draws (an
+emoji past the fonts) is left out and the rest of the text classified. What
+the model never saw (characters absent from the training texts, characters
+left out, texts truncated by the layout, texts shorter than any training
+window) is counted in `notices`, for one summary per run.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.order import longest_first
+from ..data import languages as registry
+from ..data.atlas import control_characters, drop_undrawable, undrawable
 from ..data.glyphkeys import cell_keys
-from ..data.scripts import ScriptGate
+from ..data.scripts import ScriptGate, written_scripts
 from . import onnxmodel
+from ..core.reliability import LengthTemperatures
+from .decide import DEFAULT_THRESHOLD, UNDECIDED, Decider
 from .foldmap import FoldMap, span_major
 
 
@@ -42,7 +49,10 @@ class Prediction:
     top: list[tuple[str, float]] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
-    reason: str | None = None  # why the text gets no language (label None): no letters, or none of a known script
+    reason: str | None = None  # why the text gets no language (label None): no letters, none of a known script,
+    # or `undecided` (the evidence does not single out one language: can't tell)
+    group: str | None = None  # undecided between confusable languages: the registry's group (probability: its sum)
+    languages: list[str] = field(default_factory=list)  # the group's languages (those the model may answer)
 
 
 @dataclass
@@ -50,6 +60,7 @@ class Notices:
     """What a run met outside the training distribution, counted (predict prints it once)."""
 
     unseen: collections.Counter = field(default_factory=collections.Counter)  # character -> texts holding it
+    undrawable: collections.Counter = field(default_factory=collections.Counter)  # left out -> texts holding it
     truncated: int = 0
     short: int = 0
     errors: int = 0
@@ -61,6 +72,11 @@ class Notices:
             more = f" and {len(self.unseen) - 20} more" if len(self.unseen) > 20 else ""
             out.append(f"characters training never saw (texts holding each): {chars}{more}; drawn with the "
                        "model's fonts, but the model has no knowledge of them")
+        if self.undrawable:
+            chars = ", ".join(f"{c!r} ({n})" for c, n in self.undrawable.most_common(20))
+            more = f" and {len(self.undrawable) - 20} more" if len(self.undrawable) > 20 else ""
+            out.append(f"characters the model's fonts cannot draw (texts holding each): {chars}{more}; left out, "
+                       "the rest of each text classified")
         if self.truncated:
             out.append(f"{self.truncated} text(s) longer than the layout: the model saw their first {cells} characters")
         if self.short:
@@ -69,6 +85,31 @@ class Notices:
         if self.errors:
             out.append(f"{self.errors} input(s) could not be classified (see their error records)")
         return out
+
+
+def as_texts(texts: Iterable[str], method: str) -> list[str]:
+    """`texts` as a list of str. A str is refused, not iterated: each of its characters would be classified as a
+    text of its own, a silent wrong answer; so is anything else that is not a str, by its index."""
+    if isinstance(texts, (str, bytes)):
+        got = "one str" if isinstance(texts, str) else "bytes"
+        raise TypeError(f"Predictor.{method}() takes a list of texts, got {got}: use Predictor.classify(text) for "
+                        f"one text (or {method}([text]))")
+    out = list(texts)
+    bad = next((i for i, t in enumerate(out) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"Predictor.{method}(): texts[{bad}] is {type(out[bad]).__name__}, not str")
+    return out
+
+
+def control_error(text: str) -> str | None:
+    """The error record of a text holding a control character (NUL, ESC, ...): the first one, by code point and
+    index in the text as given, so the user can find it; None for a text without one."""
+    found = control_characters(text)
+    if not found:
+        return None
+    index, char = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"control character {char!r} (U+{ord(char):04X}) at index {index}{more}"
 
 
 def table_width(session) -> int | str | None:
@@ -90,7 +131,9 @@ class Predictor:
     """An exported pixelpipe model loaded once; `predict` / `predict_proba` over any number of texts."""
 
     def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = 64,
-                 languages: Sequence[str] | None = None) -> None:
+                 languages: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD) -> None:
+        """`threshold`: below this probability the answer is a confusable group or no language (`undecided`), see
+        deploy/decide.py; 0 always answers the most probable label."""
         from ..data.atlas import GlyphAtlas
         from ..data.render import Renderer, RenderSettings
 
@@ -119,19 +162,20 @@ class Predictor:
         self.batch_size = batch_size
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()
-        # the scripts of the training texts' letters (models exported before they were recorded answer everything)
-        scripts = self.config.get("scripts")
-        self.gate = ScriptGate(scripts) if scripts is not None else None
+        self.decider = Decider(self.labels, threshold)
+        self.by_length = LengthTemperatures.from_config(self.config)  # short texts' own temperatures (calibrate.py)
+        self.gate = self._gate(None)  # which texts get no language: letters of no script the model may answer
         self.allowed: np.ndarray | None = None  # a mask over the labels (set_languages), None = all of them
         if languages is not None:
             self.set_languages(languages)
 
     def set_languages(self, languages: Sequence[str] | None) -> None:
         """Answer only among `languages` (as py3langid's set_languages): the others get probability 0 and the
-        rest is renormalized, as if the model knew only these; None restores every label. ValueError names
-        codes the model does not know."""
+        rest is renormalized, as if the model knew only these, and a text whose letters none of them is written
+        in (the registry's scripts) gets no language; None restores every label. ValueError names codes the
+        model does not know."""
         if languages is None:
-            self.allowed = None
+            self.allowed, self.gate = None, self._gate(None)
             return
         wanted = list(dict.fromkeys(languages))
         unknown = [lang for lang in wanted if lang not in self.labels]
@@ -139,24 +183,59 @@ class Predictor:
             raise ValueError(f"languages {unknown or '(none given)'} are not among the model's {len(self.labels)}: "
                              + ", ".join(self.labels))
         self.allowed = np.isin(self.labels, wanted)
+        self.gate = self._gate(wanted)
+
+    def _gate(self, languages: Sequence[str] | None) -> ScriptGate | None:
+        """The scripts of the training texts' letters, narrowed to those the allowed `languages` are written in.
+
+        Why: renormalizing over de, fr, it would call a Cyrillic text French with confidence; a text none of
+        the allowed languages could be written in gets no language, as one in a script training never saw.
+        A label the registry lacks (a user corpus's) narrows nothing; a model exported before the scripts
+        were recorded answers everything unless languages narrow it."""
+        known = self.config.get("scripts")
+        iso = registry.scripts(languages) if languages is not None else None
+        written = written_scripts(iso) if iso is not None else None
+        if written is None:
+            return ScriptGate(known) if known is not None else None
+        return ScriptGate(written if known is None else written & set(known), users="allowed language")
+
+    @property
+    def language_names(self) -> dict[str, str | None]:
+        """Label -> English name from the language registry, to show answers to people; None for a label that is
+        not a registry code (a user corpus's)."""
+        return registry.names(self.labels)
 
     # ---- glyph ids -----------------------------------------------------------------------
     def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
-        """(atlas glyph ids [N, cells], characters per text before truncation [N], error per text or None)."""
-        from ..data.atlas import undrawable
+        """(atlas glyph ids [N, cells], characters per text before truncation [N], error per text or None).
 
-        bad: dict[int, str] = {}
+        A text holding a control character is an error (it is not writing). Clusters no font draws are left
+        out and counted; a text left with nothing is one blank cell, which the script gate calls 'no letters'."""
+        errors = [control_error(t) for t in texts]
+        texts = [t if e is None else "" for t, e in zip(texts, errors)]
+        blank: list[int] = []
         try:
             ids, full = self.renderer.layout(texts)
-        except ValueError:  # a character no font draws: find which texts, lay out the rest
-            for i, t in enumerate(texts):
-                missing = undrawable(t, self.settings.fonts)
-                if missing:
-                    bad[i] = f"characters the model's fonts cannot draw: {missing!r}"
-            ids, full = self.renderer.layout([t if i not in bad else "" for i, t in enumerate(texts)])
-        errors: list[str | None] = [bad.get(i, "empty text" if n == 0 else None) for i, n in enumerate(full)]
+        except ValueError:  # a cluster no font draws (rare): leave it out of the texts holding one, lay out again
+            texts, blank = self._drop_undrawable(texts)
+            ids, full = self.renderer.layout(texts)
+        if blank:
+            full[blank] = 1
+        errors = [e if e is not None else "empty text" if n == 0 else None for e, n in zip(errors, full.tolist())]
         self._extend_table()
         return ids, full, errors
+
+    def _drop_undrawable(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
+        """The texts without the clusters no font of the model draws (counted in notices, once per text), and
+        the indices of those that held nothing else."""
+        out, blank = list(texts), []
+        for i, text in enumerate(texts):
+            if undrawable(text, self.settings.fonts):
+                out[i], dropped = drop_undrawable(text, self.settings.fonts)
+                self.notices.undrawable.update(set(dropped))
+                if not out[i]:
+                    blank.append(i)
+        return out, blank
 
     def _extend_table(self) -> None:
         """Fold the glyphs drawn since the export (characters the atlas lacked) into table rows."""
@@ -204,9 +283,12 @@ class Predictor:
                                            "retrain or re-export it")
         return out
 
-    def probabilities(self, logits: np.ndarray) -> np.ndarray:
-        """Softmax over the labels `set_languages` allows (all by default)."""
+    def probabilities(self, logits: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Softmax over the labels `set_languages` allows (all by default), each text's logits divided by the
+        temperature of its length where the model has them."""
         logits = logits.astype(np.float64)
+        if self.by_length is not None:
+            logits = self.by_length.apply(logits, lengths)
         if self.allowed is not None:
             logits[:, ~self.allowed] = -np.inf
         return onnxmodel.softmax(logits)
@@ -220,7 +302,7 @@ class Predictor:
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
         lengths = np.minimum(full[ok], self.settings.cells)
-        probs[ok] = self.probabilities(self.logits(ids[ok], lengths))
+        probs[ok] = self.probabilities(self.logits(ids[ok], lengths), lengths)
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
             self.gate.update(self.atlas.clusters)
@@ -230,23 +312,34 @@ class Predictor:
 
     def predict_proba(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray]:
         """(probabilities [N, classes], error per text or None (its row is NaN), characters per text): the model's
-        distribution, also for texts `predict` answers with no language."""
-        probs, errors, full, _ = self._run(texts)
+        distribution, also for texts `predict` answers with no language. A str is refused (TypeError)."""
+        probs, errors, full, _ = self._run(as_texts(texts, "predict_proba"))
         return probs, errors, full
 
     def predict(self, texts: Sequence[str], top: int = 1) -> list[Prediction]:
         """One Prediction per text (label, probability, the `top` most probable labels, truncation, error); a text
-        with no letters, or only letters of scripts no training text used, gets label None and the reason."""
-        probs, errors, full, reasons = self._run(texts)
+        with no letters, or only letters of scripts no training text used, gets label None and the reason.
+        A str is refused (TypeError): `classify` answers one text."""
+        probs, errors, full, reasons = self._run(as_texts(texts, "predict"))
         return self.to_predictions(probs, errors, full, top, reasons)
+
+    def classify(self, text: str, top: int = 1) -> Prediction:
+        """One text's Prediction, as py3langid's `classify`: exactly what `predict([text])` gives it (batching
+        changes no answer)."""
+        if not isinstance(text, str):
+            raise TypeError(f"Predictor.classify() takes one text (str), got {type(text).__name__}: "
+                            "Predictor.predict(texts) answers a list")
+        return self.predict([text], top)[0]
 
     def to_predictions(self, probs: np.ndarray, errors: list[str | None], full: np.ndarray,
                        top: int, reasons: Sequence[str | None] | None = None) -> list[Prediction]:
+        top = min(top, len(self.labels) if self.allowed is None else int(self.allowed.sum()))  # no label at p = 0
         best = np.nan_to_num(probs, nan=-1).argmax(1)
         best_p = probs[np.arange(len(best)), best].tolist()
         truncated = (full > self.settings.cells).tolist()
         # stable: tied probabilities (an int8 model's) rank as argmax picks, so top[0] is always the label
         ranks = np.argsort(-np.nan_to_num(probs, nan=-1), axis=1, kind="stable")[:, :top] if top > 1 else best[:, None]
+        decided = self.decider.decide(probs)
         out = []
         for i, (err, b) in enumerate(zip(errors, best.tolist())):
             if err is not None:
@@ -255,9 +348,19 @@ class Predictor:
             if reasons is not None and reasons[i] is not None:
                 out.append(Prediction(None, float("nan"), truncated=truncated[i], reason=reasons[i]))
                 continue
-            out.append(Prediction(self.labels[b], best_p[i], [(self.labels[j], float(probs[i, j])) for j in ranks[i]]
-                                  if top > 1 else [(self.labels[b], best_p[i])], truncated[i]))
+            ranked = [(self.labels[j], float(probs[i, j])) for j in ranks[i]] if top > 1 else [(self.labels[b], best_p[i])]
+            if decided.label[i] < 0:  # can't tell: a confusable group, or no language
+                group = decided.group[i]
+                out.append(Prediction(None, float(decided.probability[i]), ranked, truncated[i], reason=UNDECIDED,
+                                      group=group, languages=self._allowed_members(group)))
+                continue
+            out.append(Prediction(self.labels[b], best_p[i], ranked, truncated[i]))
         return out
+
+    def _allowed_members(self, group: str | None) -> list[str]:
+        if group is None:
+            return []
+        return [m for m in self.decider.members(group) if self.allowed is None or self.allowed[self.labels.index(m)]]
 
     # ---- pre-rendered images (the pixel path) -------------------------------------------
     def image_glyphs(self, images: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -283,5 +386,5 @@ class Predictor:
 
     def predict_images(self, images: Sequence[np.ndarray], top: int = 1) -> list[Prediction]:
         ids, lengths = self.image_glyphs(images)
-        probs = self.probabilities(self.logits(ids, lengths))
+        probs = self.probabilities(self.logits(ids, lengths), lengths)
         return self.to_predictions(probs, [None] * len(ids), lengths, top)

@@ -57,7 +57,9 @@ class OnnxScorer:
     def __init__(self, path: str | Path, batch_size: int = 64, threads: int | None = 1) -> None:
         from ..deploy.predictor import Predictor
 
-        self.predictor = Predictor(path, threads, batch_size)
+        # forced choice (threshold 0): accuracy is scored as every model is, on its most probable label; what the
+        # can't-tell threshold trades is measured from the probabilities (evaluation.heldout_calibration)
+        self.predictor = Predictor(path, threads, batch_size, threshold=0.0)
 
     def __call__(self, texts: list[str]) -> list[str]:
         return [p.label or "" for p in self.predictor.predict(texts)]

@@ -10,6 +10,13 @@ wins. The split is read twice, whole texts and one random window of each
 so the saved model, its ONNX export and predict all give calibrated
 probabilities with no extra operation. Expected calibration error (ECE) says
 how far confidence and accuracy are apart, before and after.
+
+Short text needs more: a 4-character "Ciao" carries far less evidence than
+the val texts, yet one temperature lets the model answer it at 0.998. So
+after T, one more temperature per length bin (LENGTH_EDGES) is fitted on val
+windows cut to lengths in that bin, and recorded (`by_length`) for predict
+to divide by (core/reliability.py LengthTemperatures); whole texts of 40 and
+more characters keep T alone.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from ..core.reliability import expected_calibration_error
-from ..data.windows import random_windows
+from ..data.windows import random_windows, sized_windows
 from .engine import autocast_context, by_length, collate_fn_of, model_inputs, to_device, trimmed
 
 @dataclass
@@ -36,6 +43,7 @@ class Calibration:
     nll_after: float
     ece_before: float
     ece_after: float
+    by_length: dict | None = None  # {"edges": [...], "temperatures": [...], "ece_before": [...], "ece_after": [...]}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,9 +51,11 @@ class Calibration:
 
 @torch.inference_mode()
 def collect_logits(model: nn.Module, dataset: Dataset, device: torch.device, precision: str, batch_size: int,
-                   window_min_chars: int | None = None, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                   window_min_chars: int | None = None, seed: int = 0,
+                   sized: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(logits [N, C] float32 on the CPU, labels [N]) of a split, each text whole, or as one random window of at
-    least `window_min_chars` characters when that is given (the same windows for the same seed)."""
+    least `window_min_chars` characters when that is given, or of `sized` = (lo, hi) characters (the same windows
+    for the same seed)."""
     model.eval()
     order = by_length(dataset)
     loader = DataLoader(Subset(dataset, order.tolist()), batch_size=batch_size, shuffle=False,
@@ -55,7 +65,9 @@ def collect_logits(model: nn.Module, dataset: Dataset, device: torch.device, pre
     logits, labels = [], []
     for batch in loader:
         batch = to_device(batch, device)
-        if window_min_chars is not None:
+        if sized is not None:
+            batch["glyphs"], batch["length"] = sized_windows(batch["glyphs"], batch["length"], gen, *sized)
+        elif window_min_chars is not None:
             batch["glyphs"], batch["length"] = random_windows(batch["glyphs"], batch["length"], gen, 1.0,
                                                               window_min_chars)
         batch = trimmed(batch, cfg.line_chars, cfg.lines)
@@ -67,6 +79,7 @@ def collect_logits(model: nn.Module, dataset: Dataset, device: torch.device, pre
 
 def fit_temperature(logits: torch.Tensor, labels: torch.Tensor) -> float:
     """The T > 0 minimizing cross-entropy(logits / T, labels) (LBFGS on log T)."""
+    logits, labels = logits.clone(), labels.clone()  # normal tensors: collect_logits' are inference tensors
     log_t = torch.zeros(1, requires_grad=True)
     opt = torch.optim.LBFGS([log_t], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
 
@@ -90,6 +103,27 @@ def fold_temperature(model: nn.Module, temperature: float) -> None:
             head.bias.div_(temperature)
 
 
+LENGTH_EDGES = (1, 5, 10, 15, 20, 30)  # bins 1-4, 5-9, 10-14, 15-19, 20-29, 30-39 characters; 40+ keeps T alone
+LONGEST = 40
+
+
+def fit_length_temperatures(model: nn.Module, val_set: Dataset, device: torch.device, precision: str,
+                            batch_size: int, seed: int) -> dict:
+    """One temperature per length bin, fitted on val windows of that bin's lengths (logits already divided by T)."""
+    his = [*LENGTH_EDGES[1:], LONGEST]
+    temps, before, after = [], [], []
+    for k, (lo, hi) in enumerate(zip(LENGTH_EDGES, his)):
+        logits, labels = collect_logits(model, val_set, device, precision, batch_size, seed=seed + 1 + k,
+                                        sized=(lo, hi - 1))
+        t = fit_temperature(logits, labels)
+        y = labels.numpy()
+        temps.append(t)
+        before.append(expected_calibration_error(F.softmax(logits, -1).numpy(), y))
+        after.append(expected_calibration_error(F.softmax(logits / t, -1).numpy(), y))
+    return {"edges": list(LENGTH_EDGES) + [LONGEST], "temperatures": temps + [1.0], "ece_before": before,
+            "ece_after": after}
+
+
 def calibrate(model: nn.Module, val_set: Dataset, device: torch.device, precision: str, batch_size: int,
               window_min_chars: int, seed: int) -> Calibration:
     """Fit T on the validation split (whole texts and one window each) and fold it into the model's head."""
@@ -98,8 +132,10 @@ def calibrate(model: nn.Module, val_set: Dataset, device: torch.device, precisio
     logits, labels = torch.cat([whole[0], windows[0]]), torch.cat([whole[1], windows[1]])
     t = fit_temperature(logits, labels)
     fold_temperature(model, t)
+    by_length = fit_length_temperatures(model, val_set, device, precision, batch_size, seed)
     y = labels.numpy()
     before, after = F.softmax(logits, -1).numpy(), F.softmax(logits / t, -1).numpy()
     return Calibration(temperature=t, samples=len(y), nll_before=float(F.cross_entropy(logits, labels)),
                        nll_after=float(F.cross_entropy(logits / t, labels)),
-                       ece_before=expected_calibration_error(before, y), ece_after=expected_calibration_error(after, y))
+                       ece_before=expected_calibration_error(before, y), ece_after=expected_calibration_error(after, y),
+                       by_length=by_length)
