@@ -207,6 +207,10 @@ def calibrated(model: TRMVisionEncoder, val_set, train_cfg: dict, engine: Engine
     log(f"calibration: temperature {found['temperature']:.3f}; val NLL {found['nll_before']:.4f} -> "
         f"{found['nll_after']:.4f}, ECE {100 * found['ece_before']:.2f} -> {100 * found['ece_after']:.2f} % "
         f"({found['samples']} texts and windows)")
+    if found.get("by_length"):
+        b = found["by_length"]
+        log("calibration by length (from characters: temperature): "
+            + ", ".join(f"{e}: {t:.2f}" for e, t in zip(b["edges"], b["temperatures"])))
     return found
 
 
