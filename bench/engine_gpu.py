@@ -40,7 +40,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from pixelpipe.config.resolve import load_config
-from pixelpipe.core.hardware import REFERENCE_TEACHER
 from pixelpipe.core.io import write_json, write_text
 from pixelpipe.data.augment import augment_batch, images_from_glyphs
 from pixelpipe.data.cache import CacheDataset, atlas_tensor
@@ -350,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         model = {**profile["teacher"]["model"], "dim": 32, "heads": 2, "mixer_ratio": 2.0, "H_cycles": 2, "L_cycles": 1,
                  "num_capsules": 2}
     else:
-        model = REFERENCE_TEACHER
+        model = profile["teacher"]["model"]  # the h100 profile's: REFERENCE_TEACHER with the schema's other keys
     cfg = encoder_config(model, RenderSettings.from_section(render).to_dict(), NUM_CLASSES)
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (smoke)"
     peak = peak_tflops(name) if device.type == "cuda" else None
