@@ -280,10 +280,16 @@ def figure(result: dict):
     if cal:
         ax = axes[2]
         ax.plot([0, 1], [0, 1], color="gray", lw=1, ls="--")
-        ax.plot([b["confidence"] for b in cal["bins"]], [b["accuracy"] for b in cal["bins"]], marker="o")
+        ax.plot([b["confidence"] for b in cal["bins"]], [b["accuracy"] for b in cal["bins"]], marker="o",
+                label=f"all ({100 * cal['ece']:.2f} %)")
+        for name, entry in cal.get("buckets", {}).items():  # per length: where a pooled ECE hides short text
+            if name != "all":
+                ax.plot([b["confidence"] for b in entry["bins"]], [b["accuracy"] for b in entry["bins"]], marker=".",
+                        lw=1, alpha=0.8, label=f"{name} chars ({100 * entry['ece']:.2f} %)")
         ax.set_xlabel("predicted probability")
         ax.set_ylabel("share read right")
-        ax.set_title(f"deployed model, reliability (ECE {100 * cal['ece']:.2f} %)")
+        ax.set_title("deployed model, reliability (ECE)")
+        ax.legend(fontsize=8, loc="upper left")
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     columns = min(len(labels), 8) or 1
