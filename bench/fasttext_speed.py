@@ -106,6 +106,8 @@ def main() -> None:
     train_df = pd.read_parquet(args.run / "results/corpus/train.parquet")
     val_df = pd.read_parquet(args.run / "results/corpus/val.parquet")
     labels = json.loads((args.run / "results/corpus/labels.json").read_text())["labels"]
+    for df in (train_df, val_df):  # the corpus stores label indices into labels.json
+        df["label"] = [labels[int(i)] for i in df["label"]]
     sets = heldout_sets(EvaluateSettings.from_section(cfg["evaluate"]), labels, cfg["render"]["fonts"], cfg["seed"])
     with tempfile.TemporaryDirectory() as tmp:
         plain, cuts = Path(tmp) / "train.txt", Path(tmp) / "cuts.txt"
