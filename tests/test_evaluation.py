@@ -131,3 +131,15 @@ def test_goals_compare_teacher_student_baseline_and_py3langid_per_bucket():
                           "languages": {"onnx_fp32": {"de": {"n": 4, "correct": 3, "read_as": {"nl": 1}}}}})
     assert "| onnx_fp32 >= py3langid, all sets | 99.60 | 99.80 | **no** |" in md
     assert "Expected calibration error 1.23 %" in md and "de -> nl 1" in md
+
+
+def test_breadth_against_the_reference_language_by_language():
+    import pandas as pd
+
+    from pixelpipe.deploy.evaluation_report import breadth
+
+    table = pd.DataFrame({"onnx_fp32": [99.0, 90.0, 95.0, 80.0], "py3langid": [98.0, 92.0, 95.0, 0.0]},
+                         index=["de", "bs", "fr", "sco"])
+    b = breadth(table, known=["de", "bs", "fr"])
+    assert b["ahead"] == [("de", 1.0)] and b["behind"] == [("bs", -2.0)] and b["level"] == [("fr", 0.0)]
+    assert b["only"] == [("sco", 80.0)]  # py3langid does not know it: listed with the model's accuracy alone

@@ -178,7 +178,40 @@ def _language_section(result: dict) -> list[str]:
     if not groups.empty:
         parts += ["", "Confusable groups (the language registry's, pixelpipe/data/text/languages.json), deployed model:",
                   "", _md_table(groups, ["group"])]
-    return parts
+    return parts + _breadth_lines(table, result.get("reference_languages") or [])
+
+
+def breadth(table: pd.DataFrame, known: list[str]) -> dict[str, list[tuple[str, float]]]:
+    """Language by language against py3langid restricted to the languages both know: where the deployed model is
+    ahead, where py3langid is, where they are level; and the languages only the model knows, with its accuracy."""
+    out: dict[str, list[tuple[str, float]]] = {"ahead": [], "behind": [], "level": [], "only": []}
+    if SHIPPED not in table or REFERENCE not in table:
+        return out
+    for lang, row in table.iterrows():
+        ours = row[SHIPPED]
+        if ours is None or pd.isna(ours):
+            continue
+        if lang not in known:
+            out["only"].append((lang, float(ours)))
+            continue
+        diff = float(ours - row[REFERENCE])
+        out["ahead" if diff > 0 else "behind" if diff < 0 else "level"].append((lang, diff))
+    return out
+
+
+def _breadth_lines(table: pd.DataFrame, known: list[str]) -> list[str]:
+    b = breadth(table, known)
+    if not any(b.values()):
+        return []
+
+    def names(key: str) -> str:
+        return ", ".join(f"{lang} {v:+.1f}" for lang, v in sorted(b[key], key=lambda x: -abs(x[1]))) or "none"
+
+    only = ", ".join(f"{lang} {v:.1f} %" for lang, v in sorted(b["only"], key=lambda x: x[1])) or "none"
+    return ["", f"Against {REFERENCE} (restricted to the {len(known)} languages both know), language by language "
+            f"(points of the deployed model over it): ahead on {len(b['ahead'])} ({names('ahead')}); behind on "
+            f"{len(b['behind'])} ({names('behind')}); level on {len(b['level'])}. Languages only the model knows "
+            f"({len(b['only'])}): {only}."]
 
 
 def _calibration_section(result: dict) -> list[str]:
