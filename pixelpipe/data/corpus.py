@@ -605,18 +605,6 @@ def corpus_chunks(cfg: CorpusSettings, seed: int) -> tuple[Iterator[pd.DataFrame
         len(df), None, str(cfg.path)
 
 
-def corpus_rows(corpus_cfg: dict[str, Any], seed: int) -> tuple[pd.DataFrame, dict[str, str] | None, str]:
-    """All rows at once (id, text, label, split, row), before bad rows are dropped: what the planner sizes on
-    small corpora. build_corpus streams the same rows instead."""
-    cfg = CorpusSettings.from_section(corpus_cfg)
-    chunks, n, locales, source = corpus_chunks(cfg, seed)
-    df = pd.concat(list(chunks), ignore_index=True)
-    if "split" not in df:
-        df["split"] = assign_splits(n, cfg.splits, seed)
-    df["row"] = np.arange(1, len(df) + 1)
-    return df, locales, source
-
-
 def bad_row_counts(bad: pd.DataFrame) -> dict[str, int]:
     """Bad rows per kind of reason (what labels.json reports)."""
     return dict(collections.Counter(_reason_kind(r) for r in bad["reason"]))

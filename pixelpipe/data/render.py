@@ -75,12 +75,6 @@ class RenderSettings(Section, CellGrid):
         return (self.channels, self.image_height, self.image_width)
 
 
-def image_geometry(render: dict[str, Any]) -> tuple[int, int, int]:
-    """(channels, height, width) of a `render` settings dict (a manifest's or a model's)."""
-    s = RenderSettings.from_section(render)
-    return s.shape
-
-
 class Renderer:
     """Lays texts out as cluster indices into an atlas and copies the atlas cells into images."""
 

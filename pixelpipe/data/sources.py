@@ -69,10 +69,6 @@ def training_sources() -> list[str]:
     return [i for i, e in catalog().items() if e["role"] == "train"]
 
 
-def heldout_sources() -> list[str]:
-    return [i for i, e in catalog().items() if e["role"] == "heldout"]
-
-
 def load_source(source: str, languages: Sequence[str] | None = None) -> pd.DataFrame:
     """One shipped source's rows (text, label, source, origin), all or those of the given languages."""
     if source not in catalog():

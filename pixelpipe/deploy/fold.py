@@ -97,10 +97,6 @@ def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
     return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * cfg.dim * (kw // cfg.cell_width)
 
 
-def fold_for(model: TRMVisionEncoder) -> FoldMap:
-    return ngram_fold(model)[0] if deploy_form(model) == "ngram" else stem_fold(model)
-
-
 def table_rows(ngrams: nn.Module | None, glyphs: torch.Tensor, lengths: torch.Tensor,
                glyph_keys: torch.Tensor | None) -> torch.Tensor | None:
     """The mean n-gram table row of deployed glyph ids [B, T] (None for a model without tables): their keys are

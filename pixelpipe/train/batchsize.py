@@ -34,7 +34,6 @@ from .engine import EngineSettings, autocast_context, is_oom, to_device
 
 CPU_MAX_BATCH = 1024  # on CPU larger batches buy no throughput and cost optimizer steps on small corpora
 PROBE_SIZES = (4, 16)  # large enough that activation growth stands out of allocator noise on CPU
-BACKOFF = 0.85  # shrink factor when a confirmation step does not fit
 MAX_CONFIRM_TRIES = 8
 
 Measure = Callable[[int], int]  # micro-batch -> peak bytes (may raise an out-of-memory error)
