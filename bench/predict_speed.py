@@ -76,7 +76,9 @@ def run_command(cmd: list[str], threads_env: dict) -> tuple[float, int, str]:
 def commands(model: str, path: Path, langs: list[str], jsonl: bool) -> dict[str, list[str]]:
     script = Path(path.parent, "py3langid_cli.py")
     script.write_text(PY3LANGID_SCRIPT.format(langs=langs))
-    pix = [sys.executable, "-m", "pixelpipe.predict", "--model", model, "--file", str(path), "--threads", "1"]
+    # forced choice (--threshold 0): scored like py3langid, which always answers a language; speed is the same
+    pix = [sys.executable, "-m", "pixelpipe.predict", "--model", model, "--file", str(path), "--threads", "1",
+           "--threshold", "0"]
     return {"pixelpipe": pix + (["--jsonl"] if jsonl else []), "py3langid": [sys.executable, str(script), str(path)]}
 
 
@@ -85,7 +87,7 @@ def in_process(model: str, items: list[str], langs: list[str], repeats: int) -> 
 
     from pixelpipe.deploy.predictor import Predictor
 
-    predictor = Predictor(model, threads=1)
+    predictor = Predictor(model, threads=1, threshold=0.0)  # as the commands: forced choice
     ident = LanguageIdentifier.from_model_file(MODEL_FILE)
     ident.set_languages(langs)
     runs = {"pixelpipe": lambda: predictor.predict(items), "py3langid": lambda: [ident.classify(t) for t in items]}
