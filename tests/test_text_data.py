@@ -3,7 +3,6 @@ language of the registry meeting the threshold, every character drawn by the def
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import unicodedata
@@ -28,7 +27,7 @@ INVENTORY_SHARE_OTHERS = 0.9  # the others: CLDR's data is thinner (SOURCES.md l
 # CLDR's sets leave out what a language's text uses often: mai (candrabindu, vocalic r), skr (harakat), zh-Hant (Han
 # characters beyond CLDR's lists).
 INVENTORY_EXCEPTIONS = {"mai", "skr", "zh-Hant"}
-# Written independently of tools/prepare_text.py on purpose: what no shipped text may contain.
+# Written independently of tools/prepare_text/ on purpose: what no shipped text may contain.
 PLACEHOLDERS = re.compile(
     r"\{|\}"  # Fluent { $var } { -term }, {0}, {{...}}, %(name)s's braces
     r"|%(?:\d+\$)?[sdSD]|%\(\w+\)|%\d"  # printf, Python, Qt
@@ -235,46 +234,52 @@ def test_no_two_clusters_of_one_script_share_a_cell():
     assert cluster_script("a") != cluster_script("\u0430") and (atlas.cells[a] == atlas.cells[cyrillic_a]).all()
 
 
-def _prepare_text():
-    spec = importlib.util.spec_from_file_location("prepare_text", ROOT / "tools" / "prepare_text.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_prepare_text_modules_import():
+    """Every module of tools/prepare_text/ imports: its sources need Debian and npm downloads, so no test runs them."""
+    import importlib
+    import pkgutil
+
+    import tools.prepare_text as package
+
+    names = [m.name for m in pkgutil.iter_modules(package.__path__)]
+    assert {"__main__", "build", "labels", "cleaning"} <= set(names)
+    for name in names:
+        importlib.import_module(f"tools.prepare_text.{name}")
 
 
 def test_prepare_text_helpers():
-    prep = _prepare_text()
-    assert prep.unicode_set(r"[a-c {ch} \- ä]") == ["a", "b", "c", "ch", "-", "ä"]
-    assert prep.clean("  Zwei\u00a0 Wörter\u200e\n") == "Zwei Wörter"
-    assert prep.strip_simple_markup("&Open <b>file</b>") == "Open  file "
-    assert prep.rejection("Open the { $name } folder", "en-Latn") == "placeholder"
-    assert prep.rejection("Открыть папку с загрузками", "de-Latn") == "script"
-    assert prep.rejection("Открыть папку с загрузками", "ru-Cyrl") is None
-    assert prep.rejection("ファイルを開く", "ja-Jpan") is None  # 7 characters: enough for Han and Kana
-    assert prep.rejection("हिन्दी में खोजें", "hi-Deva") is None  # vowel signs count with their letters
-    assert prep.sentences("Erste Aussage, ja. Zweite Aussage; weiter! Dritte?", "de-Latn") == [
+    from tools.prepare_text import cleaning, inventory, prose
+    assert inventory.unicode_set(r"[a-c {ch} \- ä]") == ["a", "b", "c", "ch", "-", "ä"]
+    assert cleaning.clean("  Zwei\u00a0 Wörter\u200e\n") == "Zwei Wörter"
+    assert cleaning.strip_simple_markup("&Open <b>file</b>") == "Open  file "
+    assert cleaning.rejection("Open the { $name } folder", "en-Latn") == "placeholder"
+    assert cleaning.rejection("Открыть папку с загрузками", "de-Latn") == "script"
+    assert cleaning.rejection("Открыть папку с загрузками", "ru-Cyrl") is None
+    assert cleaning.rejection("ファイルを開く", "ja-Jpan") is None  # 7 characters: enough for Han and Kana
+    assert cleaning.rejection("हिन्दी में खोजें", "hi-Deva") is None  # vowel signs count with their letters
+    assert prose.sentences("Erste Aussage, ja. Zweite Aussage; weiter! Dritte?", "de-Latn") == [
         "Erste Aussage, ja.",
         "Zweite Aussage; weiter!",
         "Dritte?",
     ]
-    assert prep.sentences("Τι είναι; Ένα βιβλίο.", "el-Grek") == ["Τι είναι;", "Ένα βιβλίο."]
-    assert prep.sentences("第一句。第二句！", "zh-Hans") == ["第一句。", "第二句！"]
+    assert prose.sentences("Τι είναι; Ένα βιβλίο.", "el-Grek") == ["Τι είναι;", "Ένα βιβλίο."]
+    assert prose.sentences("第一句。第二句！", "zh-Hans") == ["第一句。", "第二句！"]
 
 
 def test_prepare_text_reads_locale_codes(monkeypatch):
     """Regional variants merge, script variants stay apart, codes that are no single language are refused (CLDR's
     likelySubtags stubbed with the entries these codes need)."""
-    prep = _prepare_text()
+    from tools.prepare_text import labels
     likely = {"es": "es-Latn-ES", "pt": "pt-Latn-BR", "zh": "zh-Hans-CN", "sr": "sr-Cyrl-RS", "en": "en-Latn-US",
               "be": "be-Cyrl-BY", "nb": "nb-Latn-NO", "ca": "ca-Latn-ES"}
     scripts = {"Latn": "Latin", "Cyrl": "Cyrillic", "Hans": "Simplified", "Hant": "Traditional"}
-    monkeypatch.setattr(prep, "cldr_core", lambda: {"likely": likely, "alias": {}, "scripts": scripts})
+    monkeypatch.setattr(labels, "cldr_core", lambda: {"likely": likely, "alias": {}, "scripts": scripts})
     cases = {("es-AR", "bcp47"): "es-Latn", ("pt_BR", "gettext"): "pt-Latn", ("zh-TW", "bcp47"): "zh-Hant",
              ("sr@latin", "gettext"): "sr-Latn", ("sr-ec", "mediawiki"): "sr-Cyrl", ("en@quot", "gettext"): None,
              ("be-tarask", "mediawiki"): "be-Cyrl", ("qqq", "mediawiki"): None, ("sh", "mediawiki"): None,
              ("roa-tara", "mediawiki"): None, ("no", "gettext"): "nb-Latn", ("ca-valencia", "bcp47"): "ca-Latn",
              ("zh", "bcp47"): None, ("en_GB", "gettext"): "en-Latn"}
     for (code, kind), label in cases.items():
-        assert prep.provisional_label(code, kind) == label, code
-    assert prep.final_labels(["sr-Cyrl", "sr-Latn", "zh-Hans", "pt-Latn"]) == {
+        assert labels.provisional_label(code, kind) == label, code
+    assert labels.final_labels(["sr-Cyrl", "sr-Latn", "zh-Hans", "pt-Latn"]) == {
         "sr-Cyrl": "sr", "sr-Latn": "sr-Latn", "zh-Hans": "zh-Hans", "pt-Latn": "pt"}

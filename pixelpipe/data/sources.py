@@ -1,6 +1,6 @@
 """The built-in corpus sources and the language registry: real human-written text shipped with the package, and Faker.
 
-Real text lives in pixelpipe/data/text/ (prepared once by tools/prepare_text.py
+Real text lives in pixelpipe/data/text/ (prepared once by tools/prepare_text/
 from Debian and npm packages; provenance and licenses in SOURCES.md, LICENSES/
 and sources.json): one parquet per source with columns text, label, source,
 origin, one row group per language. Sources whose role is "train" may feed
@@ -196,7 +196,7 @@ def _row_groups(source: str) -> tuple[object, dict[str, int]]:
     for i in range(handle.metadata.num_row_groups):
         stats = handle.metadata.row_group(i).column(label).statistics
         if stats is None or stats.min != stats.max:
-            raise ValueError(f"{source}.parquet: row group {i} is not one language; rerun tools/prepare_text.py")
+            raise ValueError(f"{source}.parquet: row group {i} is not one language; rerun `python -m tools.prepare_text`")
         groups[stats.min] = i
     return handle, groups
 
