@@ -23,8 +23,9 @@ import numpy as np
 from pixelpipe.config.resolve import deep_merge, load_config
 from pixelpipe.data.cache import CacheSplit
 from pixelpipe.data.charset import read_charset
-from pixelpipe.data.consolidate import consolidate, dataset_fields
+from pixelpipe.data.consolidate import consolidate
 from pixelpipe.data.corpus import build_corpus, shard_count
+from pixelpipe.data.encoded import dataset_fields
 from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import flops_per_sample
 from pixelpipe.deploy.evaluation import EvaluateSettings, accuracy_table, heldout_sets, score

@@ -7,7 +7,7 @@ OpenMP's waiting threads as libgomp leaves them (OMP_WAIT_POLICY unset: spin a w
 DIR is a finished run's working directory (results/teacher, results/student, results/cache/train). Each
 measurement is a fresh process, since libgomp reads the policy when torch loads it: it loads the role's trained
 model (architecture and weights), takes the thread count a training job takes here (the job's 4 threads capped
-at the machine's cores, engine.configure_backends; --threads), and runs training steps (forward, cross-entropy, backward,
+at the machine's cores, core.device.configure_backends; --threads), and runs training steps (forward, cross-entropy, backward,
 LazyAdamW: the engine's optimizer with sparse n-gram rows) on batches of the run's train cache, trimmed as the
 engine trims them, for --seconds after 10 warm-up steps. 'busy' starts one `while True: pass` process beside it.
 The figure is steps/s; the ratio busy / idle is what the issue asks to keep >= 0.5.
@@ -28,9 +28,10 @@ import json, sys, time
 import numpy as np, torch
 from pixelpipe.data.cache import CacheDataset
 from pixelpipe.model.checkpoint import load_model
+from pixelpipe.core.device import configure_backends
 from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.engine import configure_backends, model_inputs, param_groups, trimmed
-from pixelpipe.train.optim import LazyAdamW
+from pixelpipe.train.optim import LazyAdamW, param_groups
+from pixelpipe.train.scoring import model_inputs, trimmed
 
 run, role, seconds, batch, threads = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 configure_backends(tf32=False, threads=threads)

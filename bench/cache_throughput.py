@@ -27,8 +27,9 @@ from pixelpipe.config.resolve import load_config
 from pixelpipe.data.cache import CacheDataset, atlas_tensor
 from pixelpipe.model.encoder import TRMVisionEncoder
 from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.engine import EngineSettings, Trainer, TrainSettings
+from pixelpipe.train.engine import Trainer
 from pixelpipe.train.run import encoder_config
+from pixelpipe.train.settings import EngineSettings, TrainSettings
 
 
 class PixelCache(Dataset):

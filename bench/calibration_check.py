@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from pixelpipe.config.resolve import deep_merge, load_config
-from pixelpipe.plan.calibration import Calibration, fit, machine_key
+from pixelpipe.plan.timefactors import TimeFactors, fit, machine_key
 from pixelpipe.plan.workflow import plan_workflow
 from pixelpipe.report.reports import load_metrics
 
@@ -48,9 +48,9 @@ def main() -> None:
     cfg = config(args.config)
     factors = {}
     if args.fit:
-        plan_a = plan_workflow(config(args.fit_config), cores=args.cores, calibration=Calibration(machine_key()))
+        plan_a = plan_workflow(config(args.fit_config), cores=args.cores, time_factors=TimeFactors(machine_key()))
         factors = fit(plan_a, run_metrics(args.fit), plan_a["run"]["machine_cores"])
-    plan = plan_workflow(cfg, cores=args.cores, calibration=Calibration(machine_key(), factors, str(args.fit)))
+    plan = plan_workflow(cfg, cores=args.cores, time_factors=TimeFactors(machine_key(), factors, str(args.fit)))
     planned = {s["key"]: s for s in plan["stages"]}
     rows, worst = [], 0.0
     for m in run_metrics(args.check):

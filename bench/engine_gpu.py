@@ -40,6 +40,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from pixelpipe.config.resolve import load_config
+from pixelpipe.core.device import autocast_context, compile_model
 from pixelpipe.core.io import write_json, write_text
 from pixelpipe.data.augment import augment_batch, images_from_glyphs
 from pixelpipe.data.cache import CacheDataset, atlas_tensor
@@ -49,9 +50,10 @@ from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample
 from pixelpipe.train.batchsize import find_batch_size
 from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.engine import EngineSettings, autocast_context, compile_model, param_groups, sparse_tables, to_device
-from pixelpipe.train.optim import LazyAdamW
+from pixelpipe.train.optim import LazyAdamW, param_groups, sparse_tables
 from pixelpipe.train.run import encoder_config
+from pixelpipe.train.scoring import to_device
+from pixelpipe.train.settings import EngineSettings
 
 # Dense (no sparsity) peak TFLOP/s for bf16 (fp16 where the card has no bf16), by device-name substring.
 PEAK_TFLOPS = [
@@ -349,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         model = {**profile["teacher"]["model"], "dim": 32, "heads": 2, "mixer_ratio": 2.0, "H_cycles": 2, "L_cycles": 1,
                  "num_capsules": 2}
     else:
-        model = profile["teacher"]["model"]  # the h100 profile's: REFERENCE_TEACHER with the schema's other keys
+        model = profile["teacher"]["model"]  # the h100 profile's (pixelpipe/config/profiles.yaml) with the schema's other keys
     cfg = encoder_config(model, RenderSettings.from_section(render).to_dict(), NUM_CLASSES)
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (smoke)"
     peak = peak_tflops(name) if device.type == "cuda" else None

@@ -6,7 +6,7 @@
 #   OUT=/tmp/out bash bench/gpu_pipeline.sh        # from the repository root, wheels in .whl/ (carry [".whl"])
 #
 # Everything comes back flat in $OUT (8 files at most): run.log (this script), snakemake.log, results.tar.gz
-# (metrics, reports, evaluation, models' metrics.csv + config.json, plan, logs/, benchmarks/, calibration.json),
+# (metrics, reports, evaluation, models' metrics.csv + config.json, plan, logs/, benchmarks/, time_factors.json),
 # summary.md, time.md, engine_gpu.json, engine_gpu.md, gpu_memory_check.md.
 #
 # Knobs (environment): BUDGET_S (whole script, 560), DAG_S (the DAG at most, 420), CORES (16), RUN (/tmp/run: an
@@ -124,7 +124,7 @@ collect() {  # a second try leaves out the models' configs and cache manifests (
             results/reports/*.md results/reports/*.json results/eval/evaluation.json results/eval/evaluation.md \
             results/plan.json results/teacher/metrics.csv results/teacher/config.json results/student/metrics.csv \
             results/student/config.json results/baseline/metrics.json results/corpus/labels.json \
-            results/cache/*/manifest.json results/dataset/*/manifest.json logs benchmarks calibration.json \
+            results/cache/*/manifest.json results/dataset/*/manifest.json logs benchmarks time_factors.json \
             .snakemake/log 2>/dev/null)
         (( $(stat -c %s "$OUT/results.tar.gz") < 15000000 )) && break
     done

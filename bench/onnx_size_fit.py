@@ -26,7 +26,7 @@ from pixelpipe.data.atlas import GlyphAtlas
 from pixelpipe.data.render import RenderSettings, SplitStats, shard_dtype, split_manifest
 from pixelpipe.deploy.export import export_student
 from pixelpipe.deploy.quantize import QuantizeSettings, quantize_file
-from pixelpipe.model.encoder import TRMVisionEncoder
+from pixelpipe.model.encoder import DEPLOY_FORMS, TRMVisionEncoder
 from pixelpipe.plan import sizes as plan
 from pixelpipe.train.run import encoder_config
 
@@ -123,7 +123,7 @@ def main() -> None:
         for shape in SHAPES:
             rows.append(export_one(shape, Path(tmp)))
             print(json.dumps({k: rows[-1][k] for k in ("shape", "fp32", "int8")}), flush=True)
-    result = {form: fit([r for r in rows if plan.deploy_form(r["enc"]) == form], form) for form in ("ngram", "stem")}
+    result = {form: fit([r for r in rows if r["enc"].deploy_form == form], form) for form in DEPLOY_FORMS}
     print("ONNX_GRAPH =", json.dumps(result))
 
 

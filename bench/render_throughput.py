@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from pixelpipe.config.resolve import load_config
 from pixelpipe.data.atlas import GlyphAtlas
 from pixelpipe.data.charset import read_charset
-from pixelpipe.data.corpus import SPLITS, build_corpus
+from pixelpipe.data.corpus import build_corpus
+from pixelpipe.data.corpusfile import SPLITS
 from pixelpipe.data.render import Renderer, RenderSettings
 
 

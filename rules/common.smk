@@ -7,9 +7,10 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from pixelpipe.config.resolve import ConfigError, output_affecting, resolve_config, runtime_resources
-from pixelpipe.data.corpus import SPLITS, CorpusError, builtin_shortfall, planned_split_sizes, shard_count
+from pixelpipe.data.corpus import builtin_shortfall, planned_split_sizes, shard_count
+from pixelpipe.data.corpusfile import SPLITS, CorpusError
 from pixelpipe.config.stages import benchmark_files, metrics_files
-from pixelpipe.data.consolidate import dataset_fields
+from pixelpipe.data.encoded import dataset_fields
 from pixelpipe.report.summary import accuracy_summary
 
 try:
@@ -66,6 +67,15 @@ def all_metrics_files():
 def all_benchmark_files():
     """Every job's Snakemake benchmark row: the report's `snakemake s` column."""
     return benchmark_files(N_SHARDS, ENCODED_SPLITS)
+
+
+def machine_time_factors():
+    """This machine's time factors file (time_factors.file; pixelpipe/plan/timefactors.py) as the report rule's
+    output: update(), because the report merges its run's factors into what earlier runs (and results
+    directories) left there, so Snakemake must not delete it before the job (it backs it up and restores it when
+    the job fails). None when the key is null: nothing is written."""
+    path = config["time_factors"]["file"]
+    return {"machine_time_factors": update(path)} if path else {}
 
 
 def engine_params():

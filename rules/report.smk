@@ -9,6 +9,12 @@ rule plan:
     params:
         # the whole config: the plan predicts every stage, so any change re-plans (cheap; nothing else reruns)
         config=config,
+        # This machine's time factors file, read when it exists (the report rule below writes it). A param, not an
+        # input: it is missing on a fresh clone, and an input listed only once it exists changes the plan's set of
+        # inputs after the first run, so Snakemake would re-plan and re-report it (merging that run's measurements
+        # into the file twice); and as the report's output it would make plan -> report -> plan a cycle. The plan
+        # reads the factors earlier runs fitted; this run's report adds its own for the next plan.
+        time_factors=config["time_factors"]["file"],
     resources:
         run_cores=run_cores,  # the schedule: which jobs share the machine's cores
     log:
@@ -41,7 +47,7 @@ rule report:
         time_json="results/reports/time.json",
         memory_md="results/reports/memory.md",
         time_md="results/reports/time.md",
-        calibration="results/reports/calibration.json",
+        time_factors="results/reports/time_factors.json",  # the factors fitted on this run alone
         summary="results/reports/summary.md",
         # HTML twins of the Markdown reports: the HTML report shows HTML, but offers Markdown only as a download
         summary_html=report("results/reports/summary.html", caption="../report/summary.rst", category="1. Summary"),
@@ -55,6 +61,8 @@ rule report:
         curves=report("results/reports/curves.png", caption="../report/curves.rst", category="4. Training"),
         deploy_html=report("results/reports/deploy.html", caption="../report/deploy.rst", category="5. Deployment"),
         evaluation_html=report("results/reports/evaluation.html", caption="../report/evaluation.rst", category="6. Held-out real text"),
+        # this machine's time factors file, outside results/: the report merges the factors above into it (update())
+        **machine_time_factors(),
     params:
         report=config["report"],
     log:

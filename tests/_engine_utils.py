@@ -9,7 +9,8 @@ from torch.utils.data import Dataset
 
 from pixelpipe.model.encoder import EncoderConfig, TRMVisionEncoder
 from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.engine import EngineSettings, Trainer, TrainSettings
+from pixelpipe.train.engine import Trainer
+from pixelpipe.train.settings import EngineSettings, TrainSettings
 from tests._config_utils import section
 
 # The tests' models are tiny: one thread avoids spin-wait oversubscription on a shared, busy CPU.
@@ -75,6 +76,8 @@ def engine_settings(**kw) -> EngineSettings:
 
 def make_trainer(data: Dataset, batch_size: int = 8, epochs: float = 1.0, seed: int = 0, objective=None,
                  engine: EngineSettings | None = None, train: dict | None = None, **kw) -> Trainer:
+    """A tiny CPU Trainer; with a ckpt_dir it keeps the schema's checkpoint policy unless `kw` sets its own."""
+    kw = {**section("student.checkpoint"), **kw}
     return Trainer(tiny_model(seed), objective or ClassificationObjective(), data, None,
                    train_settings(batch_size, epochs, **(train or {})), engine or engine_settings(),
                    torch.device("cpu"), seed=seed, log=lambda m: None, **kw)

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from pixelpipe.config.resolve import load_schema
-from pixelpipe.config.settings import SectionError
+from pixelpipe.config.settings import CheckpointSettings, SectionError
 from pixelpipe.data.corpus import CorpusSettings
 from pixelpipe.data.render import RenderSettings
 from pixelpipe.deploy.quantize import QuantizeSettings
 from pixelpipe.model.encoder import EncoderConfig
 from pixelpipe.deploy.evaluation import EvaluateSettings
 from pixelpipe.train.distill import DistillSettings
-from pixelpipe.train.engine import EngineSettings, TrainSettings
+from pixelpipe.train.settings import EngineSettings, TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +35,8 @@ SECTION_READERS = {
     "teacher.train": TrainSettings,
     "student.train": TrainSettings,
     "student.distill": DistillSettings,
+    "teacher.checkpoint": CheckpointSettings,
+    "student.checkpoint": CheckpointSettings,
     "evaluate": EvaluateSettings,
 }
 # keys read one by one (by rules, scripts or the planner): key -> a file that reads it
@@ -44,8 +46,6 @@ DIRECT_READS = {
     "hardware.device": "rules/encode.smk",
     "render.shard_size": "rules/render.smk",
     "render.truncation_warning": "workflow_scripts/render.py",
-    "student.checkpoint.keep_last": "pixelpipe/train/run.py",
-    "student.checkpoint.every_steps": "pixelpipe/train/run.py",
     "encode.batch_size": "rules/encode.smk",
     "encode.splits": "rules/common.smk",
     "encode.views": "rules/encode.smk",
@@ -58,7 +58,7 @@ DIRECT_READS = {
     "report.disk_preflight": "rules/common.smk",
     "report.cpu_gflops": "pixelpipe/plan/walltime.py",
     "report.gpu_tflops": "pixelpipe/plan/walltime.py",
-    "report.calibration": "workflow_scripts/report.py",
+    "time_factors.file": "rules/report.smk",
     "benchmark_matrix.variants": "pixelpipe/report/matrix.py",
     "benchmark_matrix.batch_sizes": "pixelpipe/report/matrix.py",
     "benchmark_matrix.steps": "pixelpipe/report/matrix.py",

@@ -106,7 +106,7 @@ def test_views_are_the_teachers_reading_of_fixed_windows(tmp_path):
     and the shard's name alone (the same on a rerun, others for another shard), and consolidate keeps them."""
     import torch
 
-    from pixelpipe.data.consolidate import dataset_fields
+    from pixelpipe.data.encoded import dataset_fields
     from pixelpipe.data.render import shard_dtype
     from pixelpipe.model.encoder import TRMVisionEncoder
     from pixelpipe.train.encode import encode_shard, windowed_rows

@@ -5,17 +5,9 @@ import pandas as pd
 import pytest
 
 from pixelpipe.core import io
-from pixelpipe.data.corpus import (
-    DEFAULT_LOCALES,
-    SPLITS,
-    CorpusError,
-    assign_splits,
-    build_corpus,
-    find_bad_rows,
-    generate_default_corpus,
-    load_user_corpus,
-    planned_split_sizes,
-)  # fmt: skip
+from pixelpipe.data.corpus import assign_splits, build_corpus, find_bad_rows, generate_default_corpus, planned_split_sizes
+from pixelpipe.data.corpusfile import SPLITS, CorpusError, load_user_corpus
+from pixelpipe.data.sources import DEFAULT_LOCALES
 from tests._config_utils import section
 
 DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40, sources=["faker"])

@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 from pixelpipe.config.resolve import ConfigError, load_config, resolve_config
 from pixelpipe.data.windows import random_windows
 from pixelpipe.model.checkpoint import load_model
-from pixelpipe.train.engine import StepBatchSampler
+from pixelpipe.train.sampling import StepBatchSampler
 from pixelpipe.train.run import train_teacher
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state
 from tests.workflow_utils import REPO, TINY, snakemake

@@ -15,7 +15,7 @@ import torch
 
 from pixelpipe.deploy import benchmark, onnxmodel
 from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
-from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, deploy_form, folded_module, key_table
+from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
@@ -71,7 +71,7 @@ def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
     ngram = (core, lines) == ("none", 1) and not variant.get("positions")
     expected = FoldedNgramStudent if ngram else FoldedStemEncoder
     assert isinstance(module, expected)
-    assert deploy_form(model) == ("ngram" if expected is FoldedNgramStudent else "stem")
+    assert model.cfg.deploy_form == ("ngram" if expected is FoldedNgramStudent else "stem")
     ref = du.torch_logits(model, ids, lengths)
     assert np.abs(ref).max() > 0.1  # real numbers, not a model that outputs ~0 whatever it reads
     trimmed = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
@@ -83,6 +83,24 @@ def test_folded_module_computes_the_torch_student(core, stem, lines, variant):
                          *keys).numpy()
             np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
     np.testing.assert_allclose(table, span_major(fold.table(atlas.cells), module.spans), atol=0)
+
+
+@pytest.mark.parametrize("core,stem,lines,positions",
+                         list(itertools.product(("none", "recursive"), ("pair", "cell"), (1, 2), (False, True))))
+def test_the_configs_deploy_form_is_what_fold_builds_and_the_planner_sizes(core, stem, lines, positions):
+    """EncoderConfig.deploy_form, the one statement of what export folds: fold builds that module (export records
+    the form in the ONNX metadata) and the planner's table width (plan.sizes.fold_width) is the fold's row width."""
+    from pixelpipe.model.encoder import DEPLOY_FORMS
+    from pixelpipe.plan.sizes import fold_width
+
+    settings = du.render_settings(lines, 24 // lines)
+    atlas = du.real_atlas()
+    model = du.tiny_student(settings, atlas, core, stem, positions=positions)
+    module, fold, table = folded_module(model, atlas.cells)
+    ngram = (core, lines, positions) == ("none", 1, False)
+    assert model.cfg.deploy_form == ("ngram" if ngram else "stem") and model.cfg.deploy_form in DEPLOY_FORMS
+    assert isinstance(module, FoldedNgramStudent if model.cfg.deploy_form == "ngram" else FoldedStemEncoder)
+    assert fold.table(atlas.cells).shape[1] == fold_width(model.cfg) == module.spans * table.shape[1]
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pixelpipe.core.device import compile_model
 from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.engine import StepBatchSampler, Trainer, compile_model, epoch_order
+from pixelpipe.train.engine import Trainer
+from pixelpipe.train.sampling import StepBatchSampler, epoch_order
 from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
 
 
@@ -212,6 +214,14 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 @pytest.mark.gpu
+def test_checkpoints_need_the_configs_policy(tmp_path):
+    """keep_last and every_steps have no defaults in code: the config's checkpoint section is their one source."""
+    data = ToyImages(16)
+    with pytest.raises(ValueError, match="keep_last and every_steps"):
+        Trainer(tiny_model(), ClassificationObjective(), data, None, make_trainer(data).train, engine_settings(),
+                torch.device("cpu"), ckpt_dir=tmp_path, log=lambda m: None)
+
+
 @cuda
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_fit_on_cuda(precision):

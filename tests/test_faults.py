@@ -481,7 +481,8 @@ def _build(cfg: dict, out: Path) -> dict:
     ("unsupported", "unsupported type"),
 ])
 def test_unusable_corpus_file_is_one_line_naming_file_and_key(tmp_path, case, expected):
-    from pixelpipe.data.corpus import CorpusError, planned_split_sizes
+    from pixelpipe.data.corpus import planned_split_sizes
+    from pixelpipe.data.corpusfile import CorpusError
 
     path = tmp_path / {"bad parquet": "c.parquet", "unsupported": "c.txt"}.get(case, "c.csv")
     if case == "empty":
@@ -514,7 +515,8 @@ BROKEN = {"csv": (CSV_ROWS, "line 4 has 4 fields, the header 3"), "jsonl": (JSON
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_broken_lines_are_bad_rows_counted_or_named(tmp_path, fmt):
-    from pixelpipe.data.corpus import CorpusError, planned_split_sizes
+    from pixelpipe.data.corpus import planned_split_sizes
+    from pixelpipe.data.corpusfile import CorpusError
 
     path = tmp_path / f"c.{fmt}"
     path.write_text("\n".join(BROKEN[fmt][0]) + "\n")
@@ -537,7 +539,7 @@ def test_broken_lines_are_bad_rows_counted_or_named(tmp_path, fmt):
 def test_one_class_empty_split_and_nan_labels_are_refused(tmp_path, labels, expected):
     import pandas as pd
 
-    from pixelpipe.data.corpus import CorpusError
+    from pixelpipe.data.corpusfile import CorpusError
 
     path = tmp_path / "c.csv"
     pd.DataFrame({"text": ["a", "b", "c"], "label": labels, "split": ["train", "val", "test"]}).to_csv(path, index=False)
@@ -547,7 +549,8 @@ def test_one_class_empty_split_and_nan_labels_are_refused(tmp_path, labels, expe
 
 
 def test_unknown_split_values_are_one_line_naming_the_key(tmp_path):
-    from pixelpipe.data.corpus import CorpusError, planned_split_sizes
+    from pixelpipe.data.corpus import planned_split_sizes
+    from pixelpipe.data.corpusfile import CorpusError
 
     path = tmp_path / "c.csv"
     path.write_text("text,label,split\na,x,train\nb,y,validation\n")
@@ -607,7 +610,7 @@ class _Limited(torch.nn.Module):
 
 @pytest.mark.parametrize("error", [RuntimeError, MemoryError])
 def test_evaluate_halves_the_batch_on_out_of_memory(error):
-    from pixelpipe.train.engine import evaluate
+    from pixelpipe.train.scoring import evaluate
     from tests._engine_utils import ToyImages, tiny_model
 
     data, model = ToyImages(24), tiny_model().eval()
@@ -638,7 +641,7 @@ def test_encode_halves_the_batch_on_out_of_memory(tmp_path):
 
 
 def test_cpu_allocation_failures_count_as_out_of_memory():
-    from pixelpipe.train.engine import is_oom
+    from pixelpipe.core.device import is_oom
 
     assert is_oom(MemoryError()) and is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to "
                                                           "allocate 123 bytes"))

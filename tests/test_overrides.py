@@ -29,7 +29,7 @@ def coerced(cfg: dict) -> dict:
     ({"engine": {"tf32": "True"}}, "engine.tf32", True),
     ({"engine": {"augment": "true"}}, "engine.augment", True),
     ({"report": {"gpu_tflops": "null"}}, "report.gpu_tflops", None),                # number or null
-    ({"report": {"calibration": "None"}}, "report.calibration", "None"),            # string or null: a string stays
+    ({"time_factors": {"file": "None"}}, "time_factors.file", "None"),              # string or null: a string stays
     ({"report": {"cpu_gflops": "30"}}, "report.cpu_gflops", 30),
     ({"render": {"channels": "3"}}, "render.channels", 3),                          # enum of integers
     ({"engine": {"compile": "none"}}, "engine.compile", "none"),                    # enum of strings: as it is

@@ -98,9 +98,9 @@ def test_batch_tokens_follow_the_longest_text_of_a_batch():
 
 def test_sorted_and_grouped_batches_follow_the_engines_order():
     """Evaluation/encode sort the split by length; training groups chunks of batches by length
-    (train.engine.epoch_order): the planner's tokens per text match both orders, simulated on the real code."""
+    (train.sampling.epoch_order): the planner's tokens per text match both orders, simulated on the real code."""
     from pixelpipe.plan.lengths import LengthStats
-    from pixelpipe.train.engine import epoch_order
+    from pixelpipe.train.sampling import epoch_order
 
     cfg = encoder_config(line_chars=96)
     rng = np.random.default_rng(1)
@@ -196,13 +196,12 @@ def test_corpus_facts_of_a_user_file_with_bad_rows(tiny_cfg, tmp_path):
     assert facts.corpus_bytes == {p.name: p.stat().st_size for p in out.iterdir()}
 
 
-def test_builtin_rows_are_the_corpus_rules_first_chunk(tiny_cfg):
-    from pixelpipe.data.corpus import CorpusSettings, builtin_corpus
-    from pixelpipe.plan.corpusfacts import builtin_rows
+def test_builtin_real_rows_are_the_corpus_rules_first_chunk(tiny_cfg):
+    from pixelpipe.data.corpus import CorpusSettings, builtin_corpus, builtin_real_rows
 
     ccfg = CorpusSettings.from_section({**tiny_cfg["corpus"], "sources": ["firefox", "mediawiki", "faker"],
                                         "num_samples": 950})
-    frame, fill = builtin_rows(ccfg, 7)
+    frame, fill = builtin_real_rows(ccfg, 7)
     n, chunks = builtin_corpus(ccfg, 7)
     first = next(chunks)
     assert n == len(frame) + sum(fill.values()) and first.equals(frame)

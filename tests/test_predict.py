@@ -742,15 +742,14 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     from pixelpipe.config.resolve import load_config
     from pixelpipe.data.cache import CacheSplit, atlas_tensor
     from pixelpipe.data.charset import build_charset, text_clusters
-    from pixelpipe.data.corpus import faker_text
     from pixelpipe.data.render import render_split
-    from pixelpipe.data.sources import DEFAULT_LOCALES
+    from pixelpipe.data.sources import DEFAULT_LOCALES, faker_text
     from pixelpipe.data.windows import random_windows, trim
     from pixelpipe.deploy.export import export_and_verify
     from pixelpipe.deploy.quantize import QuantizeSettings, quantize_and_verify
     from pixelpipe.model.checkpoint import save_model
     from pixelpipe.model.encoder import TRMVisionEncoder
-    from pixelpipe.train.engine import param_groups, sparse_tables
+    from pixelpipe.train.optim import param_groups, sparse_tables
     from pixelpipe.train.optim import LazyAdamW
     from pixelpipe.train.run import encoder_config, model_extras
 

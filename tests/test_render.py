@@ -6,7 +6,7 @@ from faker import Faker
 
 from pixelpipe.core import io
 from pixelpipe.data.atlas import GlyphAtlas, clusters, draw_cluster, normalize, undrawable
-from pixelpipe.data.corpus import DEFAULT_LOCALES
+from pixelpipe.data.sources import DEFAULT_LOCALES
 from pixelpipe.data.fonts import available_fonts, load_face
 from pixelpipe.data.render import Renderer, RenderSettings, render_split
 

@@ -36,7 +36,7 @@ def test_stage_context_names_the_stage_and_meters_every_other_output(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from pixelpipe.scripts import stage, stage_name
+    from pixelpipe.workflow_job import stage, stage_name
 
     class Output(list):
         pass

@@ -6,7 +6,7 @@ import pytest
 from pixelpipe.data.cache import CacheDataset, StepBatch
 from pixelpipe.data.render import render_split
 from pixelpipe.data.text_augment import TextAugmenter
-from pixelpipe.train.engine import epoch_order
+from pixelpipe.train.sampling import epoch_order
 from tests.test_render import settings, write_corpus
 
 TEXTS = ["Der schnelle braune Fuchs", "Příliš žluťoučký kůň", "Быстрая лиса", "le renard brun"] * 4

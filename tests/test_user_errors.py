@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pixelpipe.data.corpus import CorpusError, builtin_shortfall, planned_split_sizes
+from pixelpipe.data.corpus import builtin_shortfall, planned_split_sizes
+from pixelpipe.data.corpusfile import CorpusError
 from tests._config_utils import section
 from tests.workflow_utils import REPO, TINY, snakemake
 
@@ -281,8 +282,8 @@ def test_a_corpus_file_the_workflow_refuses_is_refused_by_the_planner(tmp_path, 
     ("pixelpipe.plan", ["--cores", "many"], "error: argument --cores: invalid int value: 'many'"),
     ("pixelpipe.plan", ["--cores", "0"], "error: --cores must be >= 1"),
     ("pixelpipe.plan", ["--bogus"], "error: unrecognized arguments: --bogus"),
-    ("pixelpipe.plan", ["--config", str(TINY), "--calibration", "{tmp}/broken.json"],
-     "pixelpipe: calibration file {tmp}/broken.json cannot be read"),
+    ("pixelpipe.plan", ["--config", str(TINY), "--time-factors", "{tmp}/broken.json"],
+     "pixelpipe: time factors file {tmp}/broken.json cannot be read"),
     ("pixelpipe.config", ["--bogus"], "error: unrecognized arguments: --bogus"),
     ("pixelpipe.config", ["--update-readme", "{tmp}/no/README.md"], "error: --update-readme {tmp}/no/README.md: "),
     ("pixelpipe.report.matrix", ["--bogus"], "error: unrecognized arguments: --bogus"),

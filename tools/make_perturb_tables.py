@@ -93,7 +93,7 @@ def quotes(cldr_main: Path) -> dict[str, tuple[str, str, str, str]]:
     """(double open, double close, single open, single close) per language: CLDR's pair of double marks for
     straight double quotes and its pair of single marks for straight single quotes, whichever of its two
     pairs (quotation, alternateQuotation) that is; English's pair where CLDR gives no such pair (nl's pairs
-    are both single, fr's both double). Keeping the kinds apart is what lets plain_punctuation undo them."""
+    are both single, fr's both double): a straight quote keeps its kind, double or single."""
     out = {}
     for lang in LANGS:
         d = json.loads((cldr_main / lang / "delimiters.json").read_text())["main"][lang]["delimiters"]

@@ -2,7 +2,7 @@
 import torch
 
 from pixelpipe.core.io import read_json, write_json
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 from pixelpipe.train.baseline import first_rows, save_baseline, train_baseline
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

@@ -1,7 +1,7 @@
 # Snakemake adapter: measure the teacher training step under the optimization matrix.
 from pixelpipe.report.html import write_markdown_page
 from pixelpipe.report.matrix import write_benchmark
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, _):

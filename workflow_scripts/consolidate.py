@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from pixelpipe.data.consolidate import consolidate
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, meter):

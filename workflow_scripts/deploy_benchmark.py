@@ -3,7 +3,7 @@ from pathlib import Path
 
 from pixelpipe.deploy.benchmark import benchmark, write_reports
 from pixelpipe.deploy.onnxmodel import verify_onnx
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.deploy_benchmark

@@ -2,11 +2,11 @@
 import torch
 
 from pixelpipe.config.resolve import runtime_switches
+from pixelpipe.core.device import configure_backends, intra_op_threads
 from pixelpipe.core.hardware import detect_device, resolve_precision
 from pixelpipe.data.cache import CacheSplit
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 from pixelpipe.train.encode import encode_shard
-from pixelpipe.train.engine import configure_backends, intra_op_threads
 from pixelpipe.train.run import load_teacher
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

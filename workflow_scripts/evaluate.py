@@ -8,7 +8,7 @@ from pixelpipe.deploy.onnxmodel import verify_onnx
 from pixelpipe.deploy.evaluation import EvaluateSettings, heldout_calibration, heldout_sets, score
 from pixelpipe.deploy.evaluation_report import write_outputs
 from pixelpipe.deploy.scorers import BaselineScorer, OnnxScorer, TorchScorer, py3langid_scorer
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 settings = EvaluateSettings.from_section(sm.params.evaluate)

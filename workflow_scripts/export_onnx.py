@@ -7,7 +7,7 @@ import numpy as np
 from pixelpipe.core.io import sha256_file
 from pixelpipe.data.render import verify_shards
 from pixelpipe.deploy.export import export_and_verify
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 cfg = sm.params.export

@@ -4,7 +4,7 @@ from pathlib import Path
 from pixelpipe.core.io import sha256_file
 from pixelpipe.deploy.onnxmodel import verify_onnx
 from pixelpipe.deploy.quantize import QuantizeSettings, quantize_and_verify
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, meter):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from pixelpipe.data.charset import read_charset
 from pixelpipe.data.render import RenderSettings, render_split
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, meter):

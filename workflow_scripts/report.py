@@ -4,13 +4,13 @@ from pathlib import Path
 from pixelpipe.core.io import read_json
 from pixelpipe.report.html import write_markdown_page
 from pixelpipe.report.reports import write_reports
-from pixelpipe.scripts import stage
+from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 with stage(sm) as (log, _):
     out = write_reports(sm.input.metrics, sm.input.benchmarks, Path(sm.input.teacher_csv).parents[1],
                         read_json(sm.input.plan), Path(sm.output.summary).parent, tolerance=sm.params.report["tolerance_pct"],
-                        calibration_file=sm.params.report["calibration"])
+                        time_factors_file=getattr(sm.output, "machine_time_factors", None))
     # the HTML report's pages: these reports and the deploy and evaluation stages' own
     for md, page in ((sm.output.summary, sm.output.summary_html), (sm.output.memory_md, sm.output.memory_html),
                      (sm.output.time_md, sm.output.time_html), (sm.input.deploy_md, sm.output.deploy_html),

@@ -1,3 +1,4 @@
-"""The config schema (schema.yaml: the only place defaults live), its resolution and validation, the settings
-dataclasses built from its sections, and the workflow's stage list. Imports only pixelpipe.core.
+"""The config schema (schema.yaml) and the hardware profiles (profiles.yaml): the only places defaults live; their
+resolution and validation, the settings dataclasses built from its sections, and the workflow's stage list. Imports
+only pixelpipe.core.
 """

@@ -2,7 +2,7 @@
 
 One function, `resolve_config`, is used by the Snakefile and by every
 command-line entry point, so the workflow and `python -m pixelpipe.*` see the
-same values: user keys win, then the hardware profile, then schema defaults.
+same values: user keys win, then the hardware profile (profiles.yaml), then schema defaults (schema.yaml).
 Errors name the offending key before any job runs.
 """
 
@@ -17,7 +17,8 @@ import jsonschema
 import yaml
 
 from ..core.cli import UserError
-from ..core.hardware import PROFILES, auto_profile, probe_device
+from ..core.hardware import auto_profile, probe_device
+from .profiles import load_profile, load_profiles
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema.yaml"  # ships with the package
 
@@ -200,7 +201,7 @@ def resolve_config(user_cfg: dict | None) -> dict:
     validate_schema(user_cfg, schema)  # structure and types of what the user wrote
     requested = user_cfg.get("hardware", {}).get("profile", "cpu")
     profile = auto_profile(probe_device(user_cfg.get("hardware", {}).get("device", "auto"))) if requested == "auto" else requested
-    cfg = deep_merge(PROFILES[profile], user_cfg)
+    cfg = deep_merge(load_profile(profile), user_cfg)
     cfg.setdefault("hardware", {})["profile"] = profile
     cfg = _fill_defaults(schema, cfg, schema)
     validate_schema(cfg, schema)
@@ -238,7 +239,11 @@ def read_config_file(path: str | Path) -> dict:
     return user or {}
 
 
-def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, str, str, str]]:
+_UNSET = object()  # a key a schema row has no default for, or a profile does not set
+
+
+def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """(dotted key, type, schema default or _UNSET, description) of every leaf key, in schema order."""
     rows = []
     for key, sub in schema.get("properties", {}).items():
         if "$ref" in sub:
@@ -254,9 +259,8 @@ def _schema_rows(schema: dict, root: dict, prefix: str = "") -> list[tuple[str, 
         else:
             t = sub.get("type", "object")
             kind = " or ".join(t) if isinstance(t, list) else t
-        default = sub.get("default", "")
         note = " *Runtime only: reaches the jobs as a resource, changing it reruns nothing.*" if sub.get("x-runtime") else ""
-        rows.append((path, kind, "`" + json_compact(default) + "`", sub.get("description", "") + note))
+        rows.append((path, kind, sub.get("default", _UNSET), sub.get("description", "") + note))
     return rows
 
 
@@ -266,11 +270,36 @@ def json_compact(value: Any) -> str:
     return json.dumps(value, separators=(", ", ": "))
 
 
+def _lookup(section: dict, path: str) -> Any:
+    """The value at a dotted key of nested sections, or _UNSET."""
+    for part in path.split("."):
+        if not isinstance(section, dict) or part not in section:
+            return _UNSET
+        section = section[part]
+    return section
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as config values (4 == 4.0, but not True == 1)."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _cell(value: Any) -> str:
+    return "" if value is _UNSET else "`" + json_compact(value) + "`"
+
+
 def schema_markdown() -> str:
-    """The README's config table, generated from the schema so the two cannot drift apart."""
+    """The README's config table, generated from the schema and the profiles so neither can drift from it: each key's
+    schema default, and in a column per profile the value that profile gives it where that differs."""
     schema = load_schema()
-    lines = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{k}` | {t} | {d} | {desc} |" for k, t, d, desc in _schema_rows(schema, schema)]
+    profiles = load_profiles()
+    lines = ["| key | type | schema default | " + " | ".join(f"`{p}`" for p in profiles) + " | description |",
+             "| --- | --- | --- | " + "--- | " * len(profiles) + "--- |"]
+    for key, kind, default, desc in _schema_rows(schema, schema):
+        by_profile = [_lookup(p, key) for p in profiles.values()]
+        cells = [_cell(_UNSET if _same(v, default) else v) for v in by_profile]
+        lines.append(f"| `{key}` | {kind} | {_cell('' if default is _UNSET else default)} | "
+                     + " | ".join(cells) + f" | {desc} |")
     return "\n".join(lines)
 
 
@@ -283,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = ArgumentParser(prog="python -m pixelpipe.config", description="Resolve a config or print the config table.")
     ap.add_argument("--config", help="config file to resolve and print as JSON")
-    ap.add_argument("--markdown", action="store_true", help="print the README config table")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the README config table (schema.yaml's defaults and profiles.yaml's values)")
     ap.add_argument("--update-readme", metavar="README", help="rewrite the table between the config-table markers")
     args = ap.parse_args(argv)
     if args.update_readme:

@@ -1,8 +1,8 @@
 """One way to build a settings dataclass from its config section.
 
-Defaults live only in the schema (`pixelpipe/config/schema.yaml`), filled in by
-`pixelpipe.config.resolve.resolve_config`; a settings class therefore has no defaults
-of its own and takes its section whole. A key the class does not know, or one
+Defaults live only in the schema (`pixelpipe/config/schema.yaml`) and the hardware profiles
+(`pixelpipe/config/profiles.yaml`), filled in by `pixelpipe.config.resolve.resolve_config`; a settings
+class therefore has no defaults of its own and takes its section whole. A key the class does not know, or one
 it needs but the section lacks, is an error naming the section, so a schema key
 that no code reads, or a field the schema does not define, cannot go unnoticed.
 """
@@ -63,3 +63,15 @@ class CellGrid:
     def cells(self) -> int:
         """Characters (grapheme clusters) an image holds; longer texts are truncated to this many."""
         return self.lines * self.line_chars
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSettings(Section):
+    """A training role's checkpoint policy (`teacher.checkpoint`, `student.checkpoint`): the Trainer saves one every
+    `every_steps` optimizer steps and at the end, keeping the newest `keep_last`; the planner sizes the checkpoint
+    directory from the same section."""
+
+    SECTION = "{role}.checkpoint"
+
+    keep_last: int
+    every_steps: int

@@ -25,15 +25,6 @@ import numpy as np
 from ..core.io import IntegrityError, atomic_path, read_json, verify_file, write_json
 
 
-ENCODED_FIELDS = ("sketches", "children", "checksums", "logits", "labels")
-VIEW_FIELDS = ("view_logits", "view_windows")  # with encode.views > 1: the teacher's reading of fixed windows
-
-
-def dataset_fields(views: int) -> list[str]:
-    """The fields encode writes and consolidate keeps for `encode.views`, in order."""
-    return [*ENCODED_FIELDS, *(VIEW_FIELDS if views > 1 else ())]
-
-
 @contextlib.contextmanager
 def _reading(path: str | Path) -> Iterator[None]:
     """Name the encoded shard when reading it fails (zip CRC, truncation): zipfile's errors do not."""

@@ -2,7 +2,7 @@
 
 Real text differs from a clean corpus in ways a reader does not notice or shrugs off: letters of another
 script that look the same (copy-paste, homograph spam, a neighbouring language's keyboard), diacritics left
-out on a plain keyboard, typos, case, typographic or plain punctuation, sloppy spacing, digits and names.
+out on a plain keyboard, typos, case, typographic punctuation, sloppy spacing, digits and names.
 Each kind is one function here. PERTURBATIONS (what the evaluation scores, issue 18 item 2) and AUGMENTATIONS
 (what training may mix in, item 3) name them with one signature `(text, rng, lang) -> str`, `rng` a numpy
 Generator, so one seed fixes every output. Every character a table here can produce is drawable by the
@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .atlas import clusters
 from .perturb_tables import LOOKALIKES, QUOTES
 
 Perturbation = Callable[[str, np.random.Generator, str], str]
@@ -116,18 +117,6 @@ def _key_neighbours(rows: tuple[tuple[str, str, str], ...]) -> dict[str, str]:
 KEY_NEIGHBOURS = _key_neighbours(KEY_ROWS)
 
 
-def clusters(text: str) -> list[str]:
-    """A letter and the marks (Mn, Me) and format characters (Cf) after it, as the atlas groups them: a typo
-    moves, drops or doubles what a key press made, never a mark without its letter."""
-    out: list[str] = []
-    for ch in text:
-        if out and unicodedata.category(ch) in ("Mn", "Me", "Cf"):
-            out[-1] += ch
-        else:
-            out.append(ch)
-    return out
-
-
 def _script(ch: str) -> str:
     return unicodedata.name(ch, "?").split()[0]
 
@@ -146,7 +135,9 @@ def _replacement(cluster: str, units: list[str], rng: np.random.Generator) -> st
 
 def typos(text: str, rng: np.random.Generator, rate: float = 0.05) -> str:
     """Each letter mistyped with probability `rate`: swapped with the next letter, deleted, doubled, or
-    replaced (see _replacement). Texts of spaces only come back untouched, and the result is never empty."""
+    replaced (see _replacement). A letter is a grapheme cluster as the atlas groups them (atlas.clusters): a typo
+    moves, drops or doubles what a key press made, never a mark without its letter. Texts of spaces only come
+    back untouched, and the result is never empty."""
     if not text.strip():
         return text
     units = clusters(text)
@@ -206,19 +197,10 @@ def change_case(text: str, rng: np.random.Generator, mode: str | None = None, la
     raise ValueError(f"unknown case mode {mode!r}; one of {CASE_MODES}")
 
 
-# ---- typographic and plain punctuation -----------------------------------------------------------------------
+# ---- typographic punctuation ---------------------------------------------------------------------------------
 
 _OPENS_AFTER = r"(?<![^\s(\[{/–—-])"  # at the start, or after a space, an opening bracket, a slash or a dash
 _ARABIC_PUNCT = {"?": "؟", ";": "؛"}
-# Typographic marks back to what a plain keyboard types. Narrow and plain no-break spaces go first where
-# French typography puts them (inside guillemets, before ; : ! ?), so a round trip gives back the text.
-PLAIN_PUNCTUATION: dict[str, str] = {
-    "“": '"', "”": '"', "„": '"', "‟": '"', "«": '"', "»": '"', "‘": "'", "’": "'", "‚": "'", "‛": "'",
-    "‹": "'", "›": "'", "…": "...", "–": "-", "—": "-", "−": "-", "،": ",", "؟": "?", "؛": ";", "։": ".",
-    "\u00a0": " ", "\u202f": " ", "\u2009": " ",
-}  # fmt: skip
-_PLAIN = str.maketrans(PLAIN_PUNCTUATION)
-_FRENCH_SPACE = re.compile(r"(?<=[«‹])[\u00a0\u202f]|[\u00a0\u202f](?=[»›;:!?])")
 
 
 def _quotes(text: str, lang: str) -> str:
@@ -234,8 +216,7 @@ def _quotes(text: str, lang: str) -> str:
 def typographic(text: str, lang: str) -> str:
     """Straight punctuation as typeset text and word processors write it in `lang`: quotes (see _quotes),
     "..." -> "…", " - " -> " – "; French spacing (no-break space inside « », narrow one before ; : ! ?),
-    Arabic-script , ? ; (ar, fa), the Armenian full stop ։ (hy). plain_punctuation undoes it exactly for a
-    text whose punctuation was plain ASCII."""
+    Arabic-script , ? ; (ar, fa), the Armenian full stop ։ (hy)."""
     text = _quotes(text, lang)
     text = re.sub(r"(?<!\.)\.\.\.(?!\.)", "…", text).replace(" - ", " – ")
     if lang == "fr":
@@ -246,11 +227,6 @@ def typographic(text: str, lang: str) -> str:
     elif lang == "hy":
         text = re.sub(r"(?<=[^\W\d_])\.(?=\s|$)", "։", text)
     return text
-
-
-def plain_punctuation(text: str) -> str:
-    """Typographic punctuation as a plain keyboard types it (PLAIN_PUNCTUATION): the reverse of typographic."""
-    return _FRENCH_SPACE.sub("", text).translate(_PLAIN)
 
 
 # ---- punctuation and spacing variants ------------------------------------------------------------------------

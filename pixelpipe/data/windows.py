@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..core.batching import trimmed_width
+
 
 def random_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Generator, prob: float, min_chars: int,
                    rows: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,7 +99,5 @@ def pick_views(batch: dict[str, torch.Tensor], gen: torch.Generator, rows: tuple
 
 def trim(glyphs: torch.Tensor, lengths: torch.Tensor, line_chars: int, lines: int) -> torch.Tensor:
     """The columns of `glyphs` some text reaches: up to the longest length (single line), or whole lines."""
-    longest = int(lengths.max()) if lengths.numel() else 1
-    if lines > 1:
-        longest = -(-longest // line_chars) * line_chars
-    return glyphs[:, : max(1, min(longest, glyphs.shape[1]))]
+    longest = int(lengths.max()) if lengths.numel() else 0
+    return glyphs[:, : trimmed_width(longest, line_chars, lines, glyphs.shape[1])]

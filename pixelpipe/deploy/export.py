@@ -29,7 +29,7 @@ from ..core import io
 from ..model.checkpoint import atlas_cells, load_model
 from ..model.encoder import TRMVisionEncoder
 from . import onnxmodel
-from .fold import deploy_form, deployed_flops, folded_module, key_table
+from .fold import deployed_flops, folded_module, key_table
 
 MIN_OPSET = 18
 
@@ -151,7 +151,7 @@ def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: st
     if keys is not None:
         input_default(proto, onnxmodel.KEYS_NAME, keys)
     onnxmodel.set_metadata(proto, onnxmodel.metadata_entries(config, {
-        "form": deploy_form(model), "spans": spans, "matrix": onnxmodel.encode_array(fold.matrix),
+        "form": model.cfg.deploy_form, "spans": spans, "matrix": onnxmodel.encode_array(fold.matrix),
         "offset": onnxmodel.encode_array(fold.offset)}))
     proto.doc_string = "pixelpipe student (folded); inputs " + onnxmodel.INPUT_DOC
     onnx.checker.check_model(proto, full_check=True)
@@ -160,7 +160,7 @@ def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: st
         raise ValueError(f"exporter wrote opset {got}, need >= {MIN_OPSET}")
     with io.atomic_path(out_path, suffix=".onnx") as tmp:
         onnx.save(proto, str(tmp))  # small models: one self-contained file, no external data
-    log(f"exported {out_path} ({deploy_form(model)} form: {spans} spans x {len(cells) + 1} glyph rows x "
+    log(f"exported {out_path} ({model.cfg.deploy_form} form: {spans} spans x {len(cells) + 1} glyph rows x "
         f"{table.shape[1]}; opset {got}, {out_path.stat().st_size:,} bytes)")
     return out_path
 

@@ -31,14 +31,6 @@ from torch import nn
 from ..model.encoder import TRMVisionEncoder, masked_max, masked_mean, token_mask
 from .foldmap import BLANK, PAD, FoldMap
 
-FORMS = ("ngram", "stem")  # what the deployed graph folds: stem + n-gram convolution, or the stem alone
-
-
-def deploy_form(model: TRMVisionEncoder) -> str:
-    """'ngram' when stem and convolution both fold (core none, one line of cells), else 'stem'."""
-    cfg = model.cfg
-    return "ngram" if not cfg.recursive and cfg.lines == 1 and model.pos_embed is None else "stem"
-
 
 def _stem_parts(model: TRMVisionEncoder) -> tuple[list[torch.Tensor], torch.Tensor]:
     """The stem's kernel halves as matrices [D, ch * cw] (left, and right for `pair`) and its bias [D]."""
@@ -89,7 +81,7 @@ def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
 
     cfg = model.cfg
     n = tokens + cfg.lead
-    if deploy_form(model) == "ngram":
+    if cfg.deploy_form == "ngram":
         h = cfg.mixer_hidden
         per_token = cfg.mixer_kernel + cfg.lead + ACTIVATION_FLOPS[cfg.activation] + 2
         return float(n * h * per_token + 2 * cfg.head_features * cfg.num_classes)
@@ -179,7 +171,7 @@ def folded_module(model: TRMVisionEncoder, cells: np.ndarray) -> tuple[nn.Module
     """(the deployable module for `model`, the fold that extends its table, the span-major table over atlas
     cells (uint8 [G, ch, cw])): the module takes the table as its third input."""
     model = model.eval()
-    if deploy_form(model) == "ngram":
+    if model.cfg.deploy_form == "ngram":
         fold, conv_bias = ngram_fold(model)
         module: nn.Module = FoldedNgramStudent(model, conv_bias, fold.spans(len(conv_bias)))
         return module.eval(), fold, fold.span_table(cells, len(conv_bias))

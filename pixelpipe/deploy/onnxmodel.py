@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..core.order import longest_first
+from ..core.batching import length_batches, trimmed_width
 
 FORMAT = "pixelpipe.onnx/2"
 META_FORMAT = "pixelpipe.format"
@@ -147,8 +147,7 @@ def deployed_batch(glyphs: np.ndarray, lengths: np.ndarray, lines: int, line_cha
     """Atlas glyph ids [B, cells] and lengths -> the model's inputs, trimmed to the batch's longest text
     (whole lines when the layout has several): ids + 1, 0 past each text's end."""
     lengths = np.asarray(lengths, np.int64)
-    longest = max(1, int(lengths.max(initial=1)))
-    t = min(glyphs.shape[1], -(-longest // line_chars) * line_chars if lines > 1 else longest)
+    t = trimmed_width(int(lengths.max(initial=0)), line_chars, lines, glyphs.shape[1])
     ids = np.asarray(glyphs[:, :t], np.int64) + 1
     ids[np.arange(t)[None, :] >= lengths[:, None]] = 0
     return {INPUT_NAMES[0]: ids, INPUT_NAMES[1]: lengths}
@@ -175,9 +174,8 @@ def split_batches(split_dir: str | os.PathLike, batch_size: int = 256) -> Iterat
 
     render = io.read_json(Path(split_dir) / "manifest.json")["render"]
     for rows in iter_cache_split(split_dir):
-        order = longest_first(rows["length"])
-        for i in range(0, len(order), batch_size):
-            block = rows[np.sort(order[i : i + batch_size])]
+        for positions in length_batches(rows["length"], batch_size, ascending=True):
+            block = rows[positions]
             yield deployed_batch(block["glyphs"], block["length"], render["lines"], render["line_chars"]), \
                 np.asarray(block["label"], np.int64)
 

@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..core.order import longest_first
+from ..core.batching import length_batches
 from ..data import languages as registry
 from ..data.atlas import control_characters, drop_undrawable, undrawable
 from ..data.glyphkeys import cell_keys
@@ -268,10 +268,8 @@ class Predictor:
     def logits(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Logits [N, classes] of atlas glyph ids, sorted by length into trimmed batches (original order back)."""
         out = np.empty((len(ids), len(self.labels)), np.float32)
-        order = longest_first(lengths)
         s = self.settings
-        for i in range(0, len(order), self.batch_size):
-            idx = order[i : i + self.batch_size]
+        for idx in length_batches(lengths, self.batch_size):
             feeds = onnxmodel.deployed_batch(ids[idx], lengths[idx], s.lines, s.line_chars)
             if self.table is not None:
                 feeds[onnxmodel.TABLE_NAME] = self.table

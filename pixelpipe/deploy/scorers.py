@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.order import longest_first
+from ..core.batching import length_batches, trimmed_width
 from ..data.atlas import GlyphAtlas
 from ..data.render import Renderer, RenderSettings
 from ..model.checkpoint import load_model
@@ -40,12 +40,9 @@ class TorchScorer:
             self.model.set_atlas(torch.from_numpy(self.atlas.cells.copy()))
         s = self.settings
         lengths = np.minimum(full, s.cells)
-        order = longest_first(lengths)
         preds = np.empty(len(texts), np.int64)
-        for i in range(0, len(order), self.batch_size):
-            idx = order[i : i + self.batch_size]
-            longest = max(1, int(lengths[idx].max()))
-            t = -(-longest // s.line_chars) * s.line_chars if s.lines > 1 else longest
+        for idx in length_batches(lengths, self.batch_size):
+            t = trimmed_width(int(lengths[idx].max()), s.line_chars, s.lines, ids.shape[1])
             glyphs = torch.from_numpy(ids[idx, :t].astype(np.int64))
             preds[idx] = self.model(glyphs, torch.from_numpy(lengths[idx].astype(np.int64)))["logits"].argmax(1).numpy()
         return [self.labels[p] for p in preds]

@@ -45,11 +45,12 @@ from torch.profiler import record_function
 from torch.utils.checkpoint import checkpoint
 
 from ..config.settings import CellGrid, check_keys
+from .blocks import ACTIVATIONS, CapsulePool, LocalMixer, RecursiveCore
 from .ngrams import GlyphNgrams
 
 STEMS = ("pair", "cell")
 CORES = ("recursive", "none")
-ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
+DEPLOY_FORMS = ("ngram", "stem")  # what the deployed graph folds: stem + n-gram convolution, or the stem alone
 NUM_CHILDREN = 4  # children per capsule (fixed by the architecture, not configured)
 CHECKSUM_BITS = 32  # bits of each capsule's checksum code
 # EncoderConfig fields that are not `{role}.model` keys: image geometry (render), classes (corpus), fixed heads.
@@ -129,6 +130,13 @@ class EncoderConfig(CellGrid):
     def recursive(self) -> bool:
         return self.core == "recursive"
 
+    @property
+    def deploy_form(self) -> str:
+        """What export folds into per-glyph tables (pixelpipe.deploy.fold): 'ngram', the stem and the n-gram
+        convolution (core none, one line of cells, no learned positions: both layers linear in the pixels and
+        the same at every position), else 'stem', the stem alone. One of DEPLOY_FORMS."""
+        return "ngram" if not self.recursive and self.lines == 1 and not self.positions else "stem"
+
     def validate(self) -> None:
         if self.stem not in STEMS:
             raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
@@ -179,89 +187,6 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Max over the valid tokens of [B, N, C]."""
     return x.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)
-
-
-class Block(nn.Module):
-    """Pre-norm transformer block (self-attention over a text's own tokens + MLP)."""
-
-    def __init__(self, dim: int, heads: int, mlp_ratio: float):
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim)
-        hidden = int(dim * mlp_ratio)
-        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, n, d = x.shape
-        qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        attn = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask[:, None, None, :])
-        x = x + self.proj(attn.transpose(1, 2).reshape(b, n, d))
-        return x + self.mlp(self.norm2(x))
-
-
-class RecursiveCore(nn.Module):
-    """The shared block stack that every recursion step reuses."""
-
-    def __init__(self, cfg: EncoderConfig):
-        super().__init__()
-        self.blocks = nn.ModuleList(Block(cfg.dim, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.depth))
-        self.norm = nn.LayerNorm(cfg.dim)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.norm(x)
-
-
-class CapsulePool(nn.Module):
-    """K learned queries attend to a text's tokens; each query becomes one capsule."""
-
-    def __init__(self, cfg: EncoderConfig):
-        super().__init__()
-        self.heads = cfg.heads
-        self.queries = nn.Parameter(torch.randn(cfg.num_capsules, cfg.dim) * 0.02)
-        self.norm_kv = nn.LayerNorm(cfg.dim)
-        self.kv = nn.Linear(cfg.dim, 2 * cfg.dim)
-        self.q = nn.Linear(cfg.dim, cfg.dim)
-        self.proj = nn.Linear(cfg.dim, cfg.dim)
-        self.norm_mlp = nn.LayerNorm(cfg.dim)
-        self.mlp = nn.Sequential(nn.Linear(cfg.dim, 2 * cfg.dim), nn.GELU(), nn.Linear(2 * cfg.dim, cfg.dim))
-
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, n, d = tokens.shape
-        h = self.heads
-        k, v = self.kv(self.norm_kv(tokens)).reshape(b, n, 2, h, d // h).permute(2, 0, 3, 1, 4)
-        q = self.q(self.queries).reshape(1, -1, h, d // h).transpose(1, 2).expand(b, -1, -1, -1)
-        caps = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
-        caps = self.queries + self.proj(caps.transpose(1, 2).reshape(b, -1, d))
-        return caps + self.mlp(self.norm_mlp(caps))
-
-
-class LocalMixer(nn.Module):
-    """Mixing between neighbouring tokens: (LayerNorm,) a 1-D convolution over `kernel` tokens into a
-    wider hidden layer (a bank of character n-gram detectors), GELU (or ReLU), and a projection back, added
-    to the tokens. Returns the tokens and the hidden features (the head pools them). Without the
-    norm (`core: none`) the convolution is linear in the pixels, which is what export folds."""
-
-    def __init__(self, dim: int, kernel: int, hidden: int, norm: bool = True, activation: str = "gelu"):
-        super().__init__()
-        self.act = ACTIVATIONS[activation]
-        self.norm = nn.LayerNorm(dim) if norm else None
-        self.conv = nn.Conv1d(dim, hidden, kernel, padding=kernel // 2)
-        self.proj = nn.Linear(hidden, dim)
-
-    def features(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The n-gram features [B, N, hidden]; past a text's end the convolution reads zeros."""
-        m = mask.unsqueeze(-1).to(x.dtype)
-        inp = self.norm(x) * m if self.norm is not None else x * m
-        return self.act(self.conv(inp.transpose(1, 2)).transpose(1, 2))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.features(x, mask)
-        return (x + self.proj(h)) * mask.unsqueeze(-1).to(x.dtype), h
 
 
 class CharStem(nn.Module):
@@ -325,8 +250,8 @@ class TRMVisionEncoder(nn.Module):
                                 activation=cfg.activation) if cfg.mixer_kernel else None
         self.pos_embed = nn.Parameter(torch.randn(1, cfg.num_tokens, cfg.dim) * 0.02) if cfg.positions else None
         self.z_init = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.recursive else None
-        self.core = RecursiveCore(cfg) if cfg.recursive else None
-        self.capsules = CapsulePool(cfg)
+        self.core = RecursiveCore(cfg.dim, cfg.heads, cfg.mlp_ratio, cfg.depth) if cfg.recursive else None
+        self.capsules = CapsulePool(cfg.dim, cfg.heads, cfg.num_capsules)
         self.sketch_norm = nn.LayerNorm(cfg.dim)
         self.children_proj = nn.Linear(cfg.dim, cfg.num_children * cfg.dim)
         self.ngrams = (GlyphNgrams(cfg.ngram_orders, cfg.ngram_bits, cfg.ngram_dim, cfg.cell_height * cfg.cell_width)

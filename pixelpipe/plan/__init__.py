@@ -12,6 +12,8 @@ Rooms, in import order:
     sizes      bytes of every artifact format (npy/npz/safetensors/ONNX exact, JSON/CSV stand-ins, ONNX graph fitted)
     memory     host RAM and GPU memory models and their calibration constants
     walltime   wall time from model FLOPs and a sustained throughput figure
+    timefactors  this machine's factors on that time model, fitted from its runs (time_factors.file)
+    schedule   the run's schedule: which jobs share the cores, each job's time with that sharing
     corpusfacts  the corpus rule's output read as it streams, without building the corpus (Faker sampled)
     lengths    tokens per trimmed batch: the expected longest text of a batch, and the longest of a split
     inputs     PlanInputs: the corpus facts, charset, atlas, lengths, geometry and encoders every prediction reads

@@ -1,7 +1,7 @@
 """The resource planner: what every stage will need, from the config and corpus size alone.
 
 `python -m pixelpipe.plan --config config.yaml` prints the run's total wall time, peak RAM, peak disk and
-longest job on this machine's calibration, a warning under them for each that this machine cannot hold (exit
+longest job with this machine's time factors, a warning under them for each that this machine cannot hold (exit
 status 1 when the disk cannot), then every job as a table (`--json`: in full).
 """
 
@@ -51,9 +51,9 @@ def disk_warning(cfg: dict, plan: dict, results: str) -> str | None:
 def format_summary(plan: dict) -> str:
     """The four numbers a user plans with, and where the time model's factors came from."""
     run = plan["run"]
-    rules = run["calibrated_rules"]
-    source = (f"calibrated on this machine for {len(rules)} rules ({run['calibration_file']})" if rules
-              else "the published model (no run on this machine calibrated it yet)")
+    rules = run["rules_with_factors"]
+    source = (f"this machine's time factors for {len(rules)} rules ({run['time_factors_file']})" if rules
+              else "the published model (no run on this machine has fitted time factors yet)")
     shared = ", ".join(run["rules_sharing_cores"]) or "none"
     return "\n".join([
         f"machine:        {run['machine']} (--cores {run['cores']} on {run['machine_cores']} cores)",
@@ -90,8 +90,8 @@ def _parser() -> ArgumentParser:
     ap.add_argument("--json", action="store_true", help="print the full plan as JSON")
     ap.add_argument("--results", default="results", help="results directory for the disk check")
     ap.add_argument("--cores", type=int, default=None, help="the --cores you will give snakemake (default 4)")
-    ap.add_argument("--calibration", default=None,
-                    help="calibration file to plan with (default: the config's report.calibration)")
+    ap.add_argument("--time-factors", default=None,
+                    help="time factors file to plan with (default: the config's time_factors.file)")
     return ap
 
 
@@ -101,7 +101,7 @@ def _load(args: argparse.Namespace) -> tuple[dict, str | None]:
     from ..config.resolve import load_config
     from ..data.corpus import builtin_shortfall, planned_split_sizes
 
-    cfg = load_config(args.config, {"report": {"calibration": args.calibration}} if args.calibration else None)
+    cfg = load_config(args.config, {"time_factors": {"file": args.time_factors}} if args.time_factors else None)
     return cfg, builtin_shortfall(cfg["corpus"], planned_split_sizes(cfg["corpus"]))
 
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, shortfall = _load(args)
         plan = plan_workflow(cfg, cores=args.cores)
-    except UserError as err:  # a config, corpus or calibration file the run cannot use
+    except UserError as err:  # a config, corpus or time factors file the run cannot use
         return fail(f"pixelpipe: {err}")
     disk = disk_warning(cfg, plan, args.results)
     warnings = [w for w in (shortfall, ram_warning(plan, *machine_memory()), disk) if w]

@@ -88,17 +88,8 @@ def _read_sample(scan: CorpusScan, sample: pd.DataFrame, split_rows: dict[str, i
     return ids
 
 
-def builtin_rows(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int]]:
-    """(the real rows of the built-in corpus, in the corpus rule's order and with its ids; rows per language that
-    Faker adds): data.corpus.builtin_corpus's first chunk and fill, without generating a Faker row."""
-    quotas = builtin.plan_quotas(ccfg.languages, ccfg.sources, ccfg.num_samples)
-    real, fill = builtin.sample_real(ccfg.sources, quotas, seed, faker=builtin.FAKER in ccfg.sources)
-    real = real.iloc[np.random.default_rng(seed).permutation(len(real))].reset_index(drop=True)
-    return real.assign(id=[f"row-{k + 1:07d}" for k in range(len(real))]), fill
-
-
 def _split_counts(splits: pd.Series | np.ndarray) -> dict[str, int]:
-    from ..data.corpus import SPLITS
+    from ..data.corpusfile import SPLITS
 
     counts = pd.Series(np.asarray(splits)).value_counts()  # vectorized: millions of rows at 1.9 M
     return {s: int(counts.get(s, 0)) for s in SPLITS}
@@ -118,11 +109,11 @@ def _read_frame(scan: CorpusScan, frame: pd.DataFrame, ids: dict[str, int] | Non
 def _read_faker(scan: CorpusScan, ccfg: Any, fill: dict[str, int], codes: np.ndarray, start: int,
                 ids: dict[str, int], sample: int, seed: int) -> None:
     """The Faker rows: their first `sample` rows generated (the very rows the corpus rule starts with)."""
-    from ..data.corpus import SPLITS
+    from ..data.corpusfile import SPLITS, row_ids
 
     total = sum(fill.values())
     rows = next(builtin.faker_rows(fill, ccfg.min_chars, ccfg.max_chars, seed, chunk=min(sample, total)))
-    rows = rows.assign(id=[f"row-{start + k + 1:07d}" for k in range(len(rows))],
+    rows = rows.assign(id=row_ids(len(rows), start),
                        split=np.asarray(SPLITS)[codes[: len(rows)]])
     if len(rows) == total:
         _read_exactly(scan, rows, ids)
@@ -134,10 +125,11 @@ def _read_faker(scan: CorpusScan, ccfg: Any, fill: dict[str, int], codes: np.nda
 def _rows_in_order(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int], dict[str, str] | None,
                                                    dict[str, int] | None]:
     """(the drawn or user rows with their split, Faker rows per language, locales, class ids if known yet)."""
-    from ..data.corpus import SPLITS, class_ids, corpus_chunks, split_codes
+    from ..data.corpus import builtin_real_rows, class_ids, corpus_chunks, split_codes
+    from ..data.corpusfile import SPLITS
 
     if ccfg.path is None:
-        frame, fill = builtin_rows(ccfg, seed)
+        frame, fill = builtin_real_rows(ccfg, seed)
         locales = builtin.label_locales(fill)
         ids = class_ids(locales)
     else:

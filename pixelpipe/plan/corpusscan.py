@@ -103,7 +103,7 @@ class CorpusScan:
     exact: bool = True
 
     def __post_init__(self) -> None:
-        from ..data.corpus import SPLITS
+        from ..data.corpusfile import SPLITS
         from ..data.fonts import load_face
 
         self.texts = {split: TextTally() for split in SPLITS}
@@ -114,7 +114,7 @@ class CorpusScan:
     @staticmethod
     def _suspect(text: Any, label: Any, error: Any) -> bool:
         """An unparseable line, an empty text or a missing label: the corpus rule's check decides."""
-        from ..data.corpus import MISSING_LABELS
+        from ..data.corpusfile import MISSING_LABELS
 
         return isinstance(error, str) or not isinstance(text, str) or not text.strip() or not isinstance(label, str) \
             or not label.strip() or label.strip().casefold() in MISSING_LABELS

@@ -9,13 +9,12 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus import shard_count
+from ..data.corpusfile import SPLITS
 from ..model.encoder import EncoderConfig
 from .corpusfacts import CorpusFacts, corpus_facts
 from .lengths import LengthStats
 from .sizes import npy_bytes
 from .walltime import sustained_gflops
-
-SPLITS = ("train", "val", "test")
 
 
 def encoder_for(cfg: dict, role: str, num_classes: int) -> EncoderConfig:

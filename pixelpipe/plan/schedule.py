@@ -27,7 +27,7 @@ class ScheduledJob:
     key: str
     rule: str
     threads: int
-    solo_s: float  # its time alone on the machine (start-up and work, calibrated)
+    solo_s: float  # its time alone on the machine (start-up and work, scaled by this machine's time factors)
     overhead_s: float = 0.0  # process start and imports, outside the measured stage body
     start_s: float = 0.0
     end_s: float = 0.0
@@ -99,17 +99,18 @@ def rule_threads(rule: str, cfg: dict) -> int:
 DEFAULT_CORES = 4  # the README's `snakemake --cores 4`
 
 
-def schedule_stages(stages: Sequence, calibration, cfg: dict, cores: int, machine_cores: int | None = None) -> dict:
-    """Calibrate every StagePlan's time, schedule the run, and set each stage's `wall_s` (its stage body as
-    measured, with the sharing of cores) and `detail['time']`; returns the run's summary for the plan."""
-    from .calibration import RULE_KIND
+def schedule_stages(stages: Sequence, time_factors, cfg: dict, cores: int, machine_cores: int | None = None) -> dict:
+    """Scale every StagePlan's time by this machine's time factors, schedule the run, and set each stage's `wall_s`
+    (its stage body as measured, with the sharing of cores) and `detail['time']`; returns the run's summary for the
+    plan."""
+    from .timefactors import RULE_KIND
 
     machine_cores = machine_cores or os.cpu_count() or 1
     jobs = []
     for s in stages:
-        factor, source = calibration.factor(s.rule)
-        body = calibration.startup(s.rule, s.time.startup_s) + s.time.work_s * factor
-        overhead = calibration.overhead(s.rule, PROCESS_OVERHEAD_S[RULE_KIND.get(s.rule, "data")])
+        factor, source = time_factors.factor(s.rule)
+        body = time_factors.startup(s.rule, s.time.startup_s) + s.time.work_s * factor
+        overhead = time_factors.overhead(s.rule, PROCESS_OVERHEAD_S[RULE_KIND.get(s.rule, "data")])
         jobs.append(ScheduledJob(s.key, s.rule, rule_threads(s.rule, cfg), body, overhead))
         s.detail["time"] = {"published_s": round(s.time.total_s, 3), "factor": factor, "factor_from": source,
                             "alone_s": round(body, 3), "threads": jobs[-1].threads}
@@ -124,7 +125,7 @@ def schedule_stages(stages: Sequence, calibration, cfg: dict, cores: int, machin
         peak = max(peak, sum(s.peak_host_bytes for s, j in zip(stages, jobs) if j.start_s <= t < j.end_s))
     longest = max(zip(stages, jobs), key=lambda p: p[1].end_s - p[1].start_s)
     return {"wall_s": round(wall, 1), "cores": cores, "machine_cores": machine_cores,
-            "machine": calibration.machine, "calibration_file": calibration.source,
-            "calibrated_rules": sorted(calibration.rules),
+            "machine": time_factors.machine, "time_factors_file": time_factors.source,
+            "rules_with_factors": sorted(time_factors.rules),
             "longest_job": {"key": longest[0].key, "wall_s": round(longest[1].end_s - longest[1].start_s, 1)},
             "peak_host_bytes_concurrent": int(peak), "rules_sharing_cores": shared}

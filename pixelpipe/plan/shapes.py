@@ -40,7 +40,7 @@ UNTRAINED_PARAMS = ("children_proj.",)
 
 def param_shapes(cfg: EncoderConfig, trained_only: bool = False) -> list[tuple[int, ...]]:
     """Trainable parameter shapes in the order the engine's param_groups lists them."""
-    from ..train.engine import param_groups
+    from ..train.optim import param_groups
 
     model = _meta_model(cfg)
     names = {id(p): n for n, p in model.named_parameters()}

@@ -90,15 +90,10 @@ def _pb_bytes(n: int) -> int:
     return 1 + max(1, math.ceil(n.bit_length() / 7)) + n
 
 
-def deploy_form(enc: EncoderConfig) -> str:
-    """deploy.fold.deploy_form from the config: 'ngram' (stem and convolution fold) or 'stem'."""
-    return "ngram" if not enc.recursive and enc.lines == 1 and not enc.positions else "stem"
-
-
 def fold_width(enc: EncoderConfig) -> int:
     """W, the width of a deployed table row (deploy.fold): one block per glyph a token's features read."""
     halves = 2 if enc.stem == "pair" else 1
-    if deploy_form(enc) == "ngram":
+    if enc.deploy_form == "ngram":
         return (enc.mixer_kernel - 1 + halves) * enc.mixer_hidden
     return halves * enc.dim
 
@@ -106,7 +101,7 @@ def fold_width(enc: EncoderConfig) -> int:
 def _onnx_floats(enc: EncoderConfig, glyphs: int) -> tuple[int, list[tuple[int, ...]], int]:
     """(live floats, Conv/MatMul/Gemm weight shapes, int32 bias elements after static quantization)."""
     table = (glyphs + 1) * fold_width(enc)
-    if deploy_form(enc) == "ngram":
+    if enc.deploy_form == "ngram":
         h, c = enc.mixer_hidden, enc.num_classes
         d = enc.ngram_dim if enc.ngram_orders else 0  # the n-gram table's mean row joins the head's features
         ngram_table = (1 << enc.ngram_bits) * d if enc.ngram_orders else 0  # a Gather's data: stays fp32 in int8
@@ -119,7 +114,7 @@ def _onnx_floats(enc: EncoderConfig, glyphs: int) -> tuple[int, list[tuple[int, 
 
 def onnx_graph_bytes(enc: EncoderConfig, kind: str) -> int:
     """The fitted graph term of ONNX_GRAPH for `enc`'s deploy form."""
-    form = deploy_form(enc)
+    form = enc.deploy_form
     if form == "ngram":
         fixed, per_span = ONNX_GRAPH[form][kind]
         return int(fixed + per_span * fold_width(enc) // enc.mixer_hidden)
@@ -210,7 +205,7 @@ def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, A
     from ..deploy.onnxmodel import encode_array, metadata_entries
 
     width = fold_width(enc)
-    fold = {"form": deploy_form(enc), "matrix": encode_array(np.zeros((enc.cell_height * enc.cell_width, width))),
+    fold = {"form": enc.deploy_form, "matrix": encode_array(np.zeros((enc.cell_height * enc.cell_width, width))),
             "offset": encode_array(np.zeros(width))}
     return metadata_entries(_model_config(cfg, "student", enc, labels, atlas, train_stats), fold)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config.settings import CheckpointSettings
 from ..data.corpus import shard_count
 from ..model.encoder import EncoderConfig, flops_per_sample
 from .inputs import SPLITS, PlanInputs
@@ -34,7 +35,6 @@ from .sizes import (
     model_config_bytes,
     npy_bytes,
     npz_bytes,
-    deploy_form,
     onnx_bytes,
     onnx_metadata,
     render_manifest_bytes,
@@ -86,8 +86,8 @@ class StagePlan:
 
 
 def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
-    """Batch and optimizer steps as engine.schedule counts them (an `auto` batch is planned at 64)."""
-    from ..train.engine import schedule
+    """Batch and optimizer steps as sampling.schedule counts them (an `auto` batch is planned at 64)."""
+    from ..train.sampling import schedule
 
     bs = tcfg["batch_size"] if tcfg["batch_size"] != "auto" else 64
     return bs, schedule(max(n_train, bs), bs, tcfg["epochs"])[1]
@@ -243,10 +243,9 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
 
 
 def predict_train_teacher(inp: PlanInputs) -> tuple[StagePlan, int]:
-    """The teacher's checkpoint policy is train.run.train_teacher's."""
-    from ..train.run import TEACHER_EVERY_STEPS, TEACHER_KEEP_LAST
-
-    return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=TEACHER_KEEP_LAST, every=TEACHER_EVERY_STEPS)
+    """The teacher: its checkpoint policy is the config's teacher.checkpoint, as train.run.train_teacher reads it."""
+    ck = CheckpointSettings.from_section(inp.cfg["teacher"]["checkpoint"])
+    return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=ck.keep_last, every=ck.every_steps)
 
 
 def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
@@ -254,14 +253,14 @@ def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
     teacher, student = inp.teacher, inp.student
     adapter = {"adapter.weight": ((teacher.dim, student.dim), "float32", 4), "adapter.bias": ((teacher.dim,), "float32", 4)}
     teacher_maps = inp.sizes["train"] * (inp.classes * 4 + teacher.num_capsules * teacher.dim * 2)
-    ck = inp.cfg["student"]["checkpoint"]
+    ck = CheckpointSettings.from_section(inp.cfg["student"]["checkpoint"])
     return _predict_train(inp, "student", student, adapter, {"teacher outputs (mmap)": teacher_maps},
-                          keep=ck["keep_last"], every=ck["every_steps"])
+                          keep=ck.keep_last, every=ck.every_steps)
 
 
 def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
     """The teacher outputs for `n` samples (an encoded shard, a dataset split), as encode writes them."""
-    from ..train.encode import encoded_fields
+    from ..data.encoded import encoded_fields
 
     return encoded_fields(inp.teacher, n)
 
@@ -356,7 +355,7 @@ class StudentOnnx:
         `ngram` form, the summed pre-activations, GELU and the pooling's masked copies [B, T, H] (4 of them);
         in the `stem` form the model after the stem (as the torch forward)."""
         width, t = self.sizes["table_width"], self.tokens
-        if deploy_form(self.enc) == "ngram":
+        if self.enc.deploy_form == "ngram":
             spans = width // self.enc.mixer_hidden
             return int(batch * ((t + spans - 1) * width + 4 * t * self.enc.mixer_hidden) * 4)
         return int(batch * t * width * 4) + self.forward(batch)

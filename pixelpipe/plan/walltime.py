@@ -2,7 +2,7 @@
 For the compute-bound stages the work is model FLOPs over a sustained throughput figure (report.cpu_gflops, or
 report.gpu_tflops on CUDA, whose default is the hardware profile's GPU_TFLOPS) plus the n-gram tables' rows; for
 the data and deploy stages, rows, texts or bytes over rates measured on the 2-core machine (DATA_RATES,
-DEPLOY_RATES). A machine's own runs then scale each rule's work (calibration.py), and schedule.py adds the
+DEPLOY_RATES). A machine's own runs then scale each rule's work (timefactors.py), and schedule.py adds the
 sharing of cores between jobs that run side by side."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WallTime:
-    """A job alone on the machine at the published rates: `startup_s` + `work_s` (calibration scales the work)."""
+    """A job alone on the machine at the published rates: `startup_s` + `work_s` (the time factors scale the work)."""
 
     startup_s: float
     work_s: float
@@ -22,7 +22,7 @@ class WallTime:
         return self.startup_s + self.work_s
 
 
-# Sustained model TFLOP/s each GPU profile is assumed to reach before a run on it has calibrated the planner
+# Sustained model TFLOP/s each GPU profile is assumed to reach before a run on it has fitted the planner's time factors
 # (about a third of the card's dense fp16/bf16 peak: 65, 125 and 990 TFLOP/s). Not measured on a GPU.
 GPU_TFLOPS = {"t4": 20.0, "a10g": 40.0, "h100": 300.0}
 
@@ -35,7 +35,7 @@ STAGE_STARTUP_S = 6.0
 # is memory traffic as much as FLOPs. "recursive" was fitted on the Xeon's default run before the n-gram tables
 # (teacher 80.2 s for a predicted 107.0 s at 1.0; bench/growth.py checked it at 1x-100x the corpus); "none" was
 # set, with the table terms below, from the first default run with tables on the 2-core EPYC (teacher 134 s,
-# student 101 s); how far the published model is off before calibration: docs/benchmarks.md.
+# student 101 s); how far the published model is off before any time factors: docs/benchmarks.md.
 CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 0.45}
 # Inference (encode, the training jobs' evaluation passes) runs faster per FLOP than training: no backward, no
 # saved tensors. "recursive": engine.evaluate on the Xeon's default test split before the tables (teacher 3,401
@@ -107,7 +107,7 @@ def consolidate_wall_s(nbytes: int) -> WallTime:
 
 
 # The baseline and deploy stages: what each job's time grows with (rows, texts, bytes), set from the first
-# default run with tables on the 2-core EPYC; a machine's own runs replace them (calibration.py).
+# default run with tables on the 2-core EPYC; a machine's own runs replace them (timefactors.py).
 DEPLOY_RATES = {"baseline_ngrams_per_s": 2.0e6, "baseline_startup_s": 1.0,
                 "export_bytes_per_s": 20e6, "export_rows_per_s": 800, "export_startup_s": 5.0,
                 "quantize_bytes_per_s": 10e6, "quantize_startup_s": 0.5,

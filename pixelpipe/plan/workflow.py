@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .calibration import Calibration, load_calibration, machine_key
+from .timefactors import TimeFactors, load_time_factors, machine_key
 from .inputs import PlanInputs, plan_inputs
 from .memory import (
     BASELINE_BYTES_PER_NGRAM,
@@ -54,14 +54,14 @@ def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StageP
 
 
 def plan_workflow(cfg: dict, exact: bool = True, cores: int | None = None,
-                  calibration: Calibration | None = None) -> dict[str, Any]:
+                  time_factors: TimeFactors | None = None) -> dict[str, Any]:
     """Every stage's prediction plus the disk totals and the run's schedule; `cfg` is a resolved config.
 
     exact: read the corpus as the corpus rule will (the shipped or user rows whole, Faker's first rows, see
     corpusfacts), so split sizes, cache manifests and the charset are what the stages will write; otherwise
     sample every part of it (the disk preflight, before any job).
-    cores: Snakemake's --cores (default 4, the README's command); calibration: this machine's time factors
-    (default: read from report.calibration for the machine the planner runs on).
+    cores: Snakemake's --cores (default 4, the README's command); time_factors: this machine's time factors
+    (default: read from time_factors.file for the machine the planner runs on).
     """
     inp = plan_inputs(cfg, exact)
     stages = [predict_corpus(inp), predict_baseline(inp), *predict_render(inp)]
@@ -83,8 +83,8 @@ def plan_workflow(cfg: dict, exact: bool = True, cores: int | None = None,
     # whatever the job order (a split's shards are deleted as its dataset grows).
     disk_peak = sum(disk_totals.values())
     report = inp.report
-    calibration = calibration or load_calibration(report.get("calibration"), plan_machine(cfg))
-    timing = schedule_stages(stages, calibration, cfg, cores or DEFAULT_CORES)
+    time_factors = time_factors or load_time_factors(cfg["time_factors"]["file"], plan_machine(cfg))
+    timing = schedule_stages(stages, time_factors, cfg, cores or DEFAULT_CORES)
     return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
             "run": timing, "peak_host_bytes": max(s.peak_host_bytes for s in stages),
             "disk": disk_totals, "disk_peak_bytes": disk_peak,
@@ -100,11 +100,11 @@ def plan_workflow(cfg: dict, exact: bool = True, cores: int | None = None,
                             "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
                             "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
                             "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops"),
-                            "time_factors": {r: vars(f) for r, f in calibration.rules.items()}}}
+                            "time_factors": {r: vars(f) for r, f in time_factors.rules.items()}}}
 
 
 def plan_machine(cfg: dict) -> str:
-    """The calibration key of the machine the plan is for: this CPU, and the GPU the profile will use."""
+    """The time factors' key of the machine the plan is for: this CPU, and the GPU the profile will use."""
     if cfg["hardware"]["profile"] == "cpu":
         return machine_key()
     from ..core.hardware import probe_device

@@ -89,7 +89,9 @@ def run_one(cfg: dict, spec: dict, threads: int | None) -> dict[str, Any]:
     from ..model.encoder import TRMVisionEncoder, flops_per_sample
     from ..plan import inputs, memory
     from ..train.distill import ClassificationObjective
-    from ..train.engine import EngineSettings, Trainer, TrainSettings, configure_backends, intra_op_threads
+    from ..core.device import configure_backends, intra_op_threads
+    from ..train.engine import Trainer
+    from ..train.settings import EngineSettings, TrainSettings
 
     info = detect_device(cfg["hardware"]["device"])
     device = torch.device(info.kind)

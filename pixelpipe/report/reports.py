@@ -21,7 +21,7 @@ import psutil
 from ..config.stages import STAGE_RULES
 from ..core.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from ..core.io import read_json, write_json, write_text
-from ..plan.calibration import CALIBRATION_VERSION, RULE_KIND, cpu_model, fit, machine_key, save_calibration
+from ..plan.timefactors import RULE_KIND, TIME_FACTORS_VERSION, cpu_model, fit, machine_key, save_time_factors
 from .summary import summary_markdown_lines
 
 RULE_ORDER = list(STAGE_RULES)
@@ -158,7 +158,7 @@ def time_markdown(rows: list[dict], metrics: list[dict], machine: str, plan: dic
     lines = ["# Time per stage", "", f"Measured on: {machine}. `wall` is StageMeter's (the stage body); "
              "`snakemake s` is Snakemake's benchmark (the whole job, interpreter start included); "
              "`predicted` is the planner's, made before the run: the published model scaled by this machine's "
-             "calibration where it had one (`factor from`), times `shared` (how much the jobs Snakemake ran beside "
+             "time factor where it had one (`factor from`), times `shared` (how much the jobs Snakemake ran beside "
              "it shared its cores, as scheduled).", "",
              "| stage | samples | measured wall | snakemake s | measured samples/s | predicted wall | error | factor from "
              "| shared |", "|---|---|---|---|---|---|---|---|---|"]
@@ -174,16 +174,16 @@ def time_markdown(rows: list[dict], metrics: list[dict], machine: str, plan: dic
         lines[-1] += (f"{_fmt('wall_s', w.get('predicted'))} | {fmt_pct(w.get('error_pct'))} | "
                       f"{t.get('factor_from', '-')} | {'x%.2f' % t['contention'] if 'contention' in t else '-'} |")
     if run:
-        lines += ["", "## The plan's calibration", "",
-                  f"Machine key: `{run.get('machine')}`; calibration file: `{run.get('calibration_file') or 'none'}`; "
+        lines += ["", "## The plan's time factors", "",
+                  f"Machine key: `{run.get('machine')}`; time factors file: `{run.get('time_factors_file') or 'none'}`; "
                   f"rules with factors measured on this machine when the plan was made: "
-                  f"{', '.join(run.get('calibrated_rules') or []) or 'none (the published model)'}. Predicted run: "
+                  f"{', '.join(run.get('rules_with_factors') or []) or 'none (the published model)'}. Predicted run: "
                   f"{run.get('wall_s')} s on --cores {run.get('cores')} ({run.get('machine_cores')} cores here)."]
     if fitted:
-        lines += ["", "## Calibration fitted on this run (merged into the calibration file)", "",
+        lines += ["", "## Time factors fitted on this run (merged into the time factors file)", "",
                   "Error = median |predicted - measured| / measured over the rule's jobs: `published` is the model "
-                  "before any calibration, `calibrated` with this run's factor and the measured sharing of cores.", "",
-                  "| rule | kind | factor | jobs | error published | error calibrated | process overhead |",
+                  "before any time factor, `with factor` with this run's factor and the measured sharing of cores.", "",
+                  "| rule | kind | factor | jobs | error published | error with factor | process overhead |",
                   "|---|---|---|---|---|---|---|"]
         for rule, f in sorted(fitted.items(), key=lambda x: _rule_key(x[0])):
             over = f"{f['overhead_s']:.1f} s" if f.get("overhead_s") is not None else "-"
@@ -390,11 +390,11 @@ def summary_markdown(rows: list[dict], metrics: list[dict], plan: dict, machine:
 
 def write_reports(metrics_paths: Iterable[str | os.PathLike], benchmark_paths: Iterable[str | os.PathLike],
                   results: str | os.PathLike, plan: dict, out_dir: str | os.PathLike, tolerance: float = 15.0,
-                  calibration_file: str | os.PathLike | None = None) -> dict:
+                  time_factors_file: str | os.PathLike | None = None) -> dict:
     """`plan` is what pixelpipe.plan predicted (results/plan.json); `metrics_paths` and `benchmark_paths` are
     every job's StageMeter JSON and Snakemake benchmark; `results` holds the models' metrics and manifests.
-    The time factors fitted on this run go to calibration.json beside the reports and, merged, into
-    `calibration_file` (the machine's, kept across results directories) when one is given."""
+    The time factors fitted on this run go to time_factors.json beside the reports and, merged, into
+    `time_factors_file` (the machine's, kept across results directories) when one is given."""
     results, out = Path(results), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     metrics = load_metrics(metrics_paths, benchmark_paths)
@@ -417,9 +417,9 @@ def write_reports(metrics_paths: Iterable[str | os.PathLike], benchmark_paths: I
     factors = fit(plan, metrics, run.get("machine_cores") or os.cpu_count() or 1)
     fitted = {r: vars(f) for r, f in factors.items()}
     key = run.get("machine") or machine_key()
-    write_json(out / "calibration.json", {"version": CALIBRATION_VERSION, "machines": {key: {"rules": fitted}}})
-    if calibration_file and factors:
-        save_calibration(calibration_file, key, factors)
+    write_json(out / "time_factors.json", {"version": TIME_FACTORS_VERSION, "machines": {key: {"rules": fitted}}})
+    if time_factors_file:  # written even when nothing was fitted: the report rule declares it as an output
+        save_time_factors(time_factors_file, key, factors)
     write_text(out / "time.md", time_markdown(rows, metrics, machine, plan, fitted))
     write_text(out / "summary.md", summary_markdown(rows, metrics, plan, machine, tolerance, results))
     make_plots(out, rows, metrics, disk, results)

@@ -15,7 +15,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,6 +23,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.atlas import normalize
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ORDERS = (1, 2, 3)
 

@@ -29,8 +29,10 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ..core.device import autocast_context, is_oom
 from ..data.augment import augment_batch, images_from_glyphs
-from .engine import EngineSettings, autocast_context, is_oom, to_device
+from .scoring import to_device
+from .settings import EngineSettings
 
 CPU_MAX_BATCH = 1024  # on CPU larger batches buy no throughput and cost optimizer steps on small corpora
 PROBE_SIZES = (4, 16)  # large enough that activation growth stands out of allocator noise on CPU

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import Dataset
 
+from ..core.device import autocast_context
 from ..core.reliability import expected_calibration_error
 from ..data.windows import random_windows, sized_windows
-from .engine import autocast_context, by_length, collate_fn_of, model_inputs, to_device, trimmed
+from .scoring import model_inputs, scoring_loader, to_device, trimmed
+
 
 @dataclass
 class Calibration:
@@ -57,13 +58,10 @@ def collect_logits(model: nn.Module, dataset: Dataset, device: torch.device, pre
     least `window_min_chars` characters when that is given, or of `sized` = (lo, hi) characters (the same windows
     for the same seed)."""
     model.eval()
-    order = by_length(dataset)
-    loader = DataLoader(Subset(dataset, order.tolist()), batch_size=batch_size, shuffle=False,
-                        collate_fn=collate_fn_of(dataset))
     cfg = getattr(model, "_orig_mod", model).cfg
     gen = torch.Generator(device=device).manual_seed(seed)
     logits, labels = [], []
-    for batch in loader:
+    for batch in scoring_loader(dataset, batch_size):
         batch = to_device(batch, device)
         if sized is not None:
             batch["glyphs"], batch["length"] = sized_windows(batch["glyphs"], batch["length"], gen, *sized)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..core import distributed
+from ..core.device import available_cores
 from ..core.io import read_json, write_json
 from . import slurm_launch
-from .engine import TrainResult, available_cores
+from .settings import TrainResult
 
 PATH_ARGS = ("cache_root", "dataset_dir", "teacher_dir", "labels_path", "out_dir", "ckpt_dir", "profile_dir")
 

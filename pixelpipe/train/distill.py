@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config.settings import Section
-from .engine import Objective, model_inputs
+from .engine import Objective
+from .scoring import model_inputs
 
 
 @dataclass

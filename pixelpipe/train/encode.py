@@ -18,29 +18,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..core.batching import length_batches
+from ..core.device import autocast_context, halve_on_oom
 from ..core.io import atomic_path
-from ..core.order import longest_first
 from ..core.timing import ComponentTimer
-from ..model.encoder import EncoderConfig, TRMVisionEncoder, checksum_bits
+from ..data.encoded import encoded_fields
 from ..data.windows import trim, view_windows
-from .engine import autocast_context, halve_on_oom
-
-
-
-def encoded_fields(cfg: EncoderConfig, n: int, views: int = 1) -> dict[str, tuple[tuple[int, ...], type]]:
-    """Shape and dtype of every array encode writes for `n` samples (and `views` - 1 windows of each): the
-    planner sizes encoded shards and the consolidated dataset from this same spec."""
-    fields: dict[str, tuple[tuple[int, ...], type]] = {
-        "sketches": ((n, cfg.num_capsules, cfg.dim), np.float16),
-        "children": ((n, cfg.num_capsules, cfg.num_children, cfg.dim), np.float16),
-        "checksums": ((n, cfg.num_capsules, cfg.checksum_bits // 8), np.uint8),
-        "logits": ((n, cfg.num_classes), np.float32),
-        "labels": ((n,), np.int64),
-    }
-    if views > 1:
-        fields["view_logits"] = ((n, views - 1, cfg.num_classes), np.float16)
-        fields["view_windows"] = ((n, views - 1, 2), np.int16)
-    return fields
+from ..model.encoder import TRMVisionEncoder, checksum_bits
 
 
 def allocate_outputs(n: int, model: TRMVisionEncoder) -> dict[str, np.ndarray]:
@@ -54,22 +38,22 @@ def _read_batches(rows: np.ndarray, batch_size: int, pin: bool, line_chars: int,
                   lines: int) -> Iterator[tuple[np.ndarray, Batch]]:
     """(row positions, batch) in order of length: each batch holds texts of similar length, trimmed to its
     longest (no compute on padding), as (pinned) tensors read one batch ahead on a thread."""
-    order = longest_first(rows["length"])
+    # positions ascending within a batch: sequential reads of the map
+    batches = list(length_batches(rows["length"], batch_size, ascending=True))
 
-    def load(start: int) -> Batch:
-        block = rows[np.sort(order[start : start + batch_size])]  # sorted positions: sequential reads of the map
+    def load(positions: np.ndarray) -> Batch:
+        block = rows[positions]
         lengths = torch.from_numpy(block["length"].astype(np.int64))
         glyphs = trim(torch.from_numpy(block["glyphs"].astype(np.int64)), lengths, line_chars, lines)
         return (glyphs.pin_memory(), lengths.pin_memory()) if pin else (glyphs, lengths)
 
-    starts = list(range(0, len(rows), batch_size))
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(load, starts[0]) if starts else None
-        for i, start in enumerate(starts):
+        future = pool.submit(load, batches[0]) if batches else None
+        for i, positions in enumerate(batches):
             batch = future.result()
-            if i + 1 < len(starts):
-                future = pool.submit(load, starts[i + 1])
-            yield np.sort(order[start : start + batch_size]), batch
+            if i + 1 < len(batches):
+                future = pool.submit(load, batches[i + 1])
+            yield positions, batch
 
 
 # One batch's results on their way to the host: (row positions, host tensors, the CUDA event their copies wait on)

@@ -6,114 +6,42 @@ DataLoader, on-device augmentation, out-of-memory fallback, checkpoint
 rotation and exact resume, an optional profiler, per-component timing and a
 progress bar, and data parallelism over torchrun's processes (DDP). What is
 trained is decided by an `Objective`: a module that turns (model, batch) into
-a loss.
+a loss. Around it: settings.py (what a run is told and returns), sampling.py
+(which samples a step sees), optim.py (the optimizer recipe), scoring.py
+(batches into the model, evaluate) and core/device.py (autocast, compile, OOM).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import os
 import time
-import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator
 
-import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Sampler, Subset
+from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm.auto import tqdm
 
-from ..config.settings import Section
 from ..core import distributed
+from ..core.device import autocast_context, compile_model, is_oom
 from ..core.distributed import Dist
-from ..core.order import longest_first
-from ..core.hardware import DeviceInfo, resolve_precision
 from ..core.timing import ComponentTimer
 from ..data.augment import augment_batch, images_from_glyphs
-from ..data.cache import StepBatch
-from ..data.windows import pick_views, random_windows, trim
+from ..data.windows import pick_views, random_windows
 from ..model import checkpoint as ckpt
-from .optim import LazyAdamW, dense_grad_params
+from .optim import dense_grad_params, make_optimizer, sparse_tables
+from .sampling import StepBatchSampler, schedule, split_batch
+from .scoring import collate_fn_of, evaluate, to_device, trimmed
+from .settings import EngineSettings, TrainResult, TrainSettings
 
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 # fp16: consecutive non-finite steps the GradScaler may skip (halving its scale each time) before training stops.
 MAX_SKIPPED_STEPS = 25
 
 
 class NonFiniteLossError(RuntimeError):
     """The loss or the weights went NaN/inf: training stops before anything is saved."""
-
-
-@dataclass
-class EngineSettings(Section):
-    """The `engine:` config section, resolved for one device (defaults: the schema)."""
-
-    SECTION = "engine"
-
-    precision: str
-    compile: str
-    grad_accum_steps: int
-    activation_checkpointing: bool
-    grad_free_cycles: bool
-    channels_last: bool
-    tf32: bool
-    num_workers: int
-    pin_memory: bool
-    persistent_workers: bool
-    prefetch_factor: int
-    augment: bool
-    memory_target: float
-    memory_margin: float
-    profiler: bool
-    progress: bool
-    threads: int
-    ddp_processes: int
-    nodes: int
-    loss_every_steps: int
-    length_grouping: int
-
-    @classmethod
-    def from_config(cls, engine_cfg: dict, info: DeviceInfo) -> "EngineSettings":
-        """`from_section`, then resolved for the device (precision 'auto', no pinned memory on CPU)."""
-        s = cls.from_section(engine_cfg)
-        s.precision = resolve_precision(s.precision, info)
-        if info.kind == "cpu":
-            s.pin_memory = False
-        return s
-
-
-@dataclass
-class TrainSettings(Section):
-    """A `{role}.train` section (batch_size resolved to a number)."""
-
-    SECTION = "train"
-
-    epochs: float
-    batch_size: int
-    lr: float
-    weight_decay: float
-    warmup_fraction: float
-    grad_clip: float
-    label_smoothing: float
-    window_prob: float
-    window_min_chars: int
-    augment: list[str]
-    augment_prob: float
-    calibrate: bool
-
-
-@dataclass
-class TrainResult:
-    history: list[dict] = field(default_factory=list)
-    resolved: dict = field(default_factory=dict)
-    components: dict = field(default_factory=dict)
-    steps: int = 0
-    samples: int = 0
-    wall_s: float = 0.0
-    loss_curve: list[list[float]] = field(default_factory=list)  # [step, global mean loss] readings
 
 
 class Objective(nn.Module):
@@ -148,202 +76,6 @@ def wrap_ddp(module: nn.Module, device: torch.device, d: Dist) -> nn.Module:
     return DistributedDataParallel(module, device_ids=ids, find_unused_parameters=True)
 
 
-def epoch_order(n: int, seed: int, epoch: int, lengths: np.ndarray | None = None, batch_size: int = 1,
-                group: int = 0) -> np.ndarray:
-    """The shuffled sample order of one epoch; depends only on (seed, epoch) (and the lengths when grouping).
-
-    With `group` > 0 and `lengths`, texts of similar length share batches: the shuffled order is cut into
-    chunks of `group` batches, each chunk sorted by length and cut into batches, and the batches shuffled.
-    A batch is trimmed to its longest text, so this spends the step on characters, not padding; every
-    sample is still seen once per epoch, in an order set by (seed, epoch).
-    """
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    order = torch.randperm(n, generator=g).numpy()
-    if not group or lengths is None or batch_size < 2:
-        return order
-    chunk = group * batch_size
-    sorted_chunks = [c[np.argsort(lengths[c], kind="stable")] for c in np.split(order, range(chunk, n, chunk))]
-    grouped = np.concatenate(sorted_chunks)
-    full = (n // batch_size) * batch_size
-    batches = grouped[:full].reshape(-1, batch_size)[torch.randperm(full // batch_size, generator=g).numpy()]
-    return np.concatenate([batches.reshape(-1), grouped[full:]])
-
-
-class StepBatchSampler(Sampler[list[int]]):
-    """Micro-batches for every remaining optimizer step, across epochs, from a settable position.
-
-    One DataLoader iterates this sampler for the whole run, so persistent workers
-    really persist across epochs (a sampler per epoch would mean a loader per
-    epoch, and new workers each time). Step s of epoch e always covers the
-    samples order_e[s*B : (s+1)*B] (B = effective batch), split into `accum`
-    micro-batches, so a resumed run, or one whose micro-batch an out-of-memory
-    fallback halved, sees exactly the samples an uninterrupted run sees.
-    `set_position` (then `iter(loader)` again) moves it; with persistent
-    workers the loader re-reads the sampler without restarting them.
-
-    With `world` processes (DDP) this is DistributedSampler's contract without
-    its padding: rank r takes the r-th of `world` equal slices of every global
-    micro-batch, so the ranks together see exactly the samples one process
-    sees, the global batch stays `batch_size`, and the order is still a
-    function of (seed, epoch) only, which keeps resume exact at any world size.
-    """
-
-    def __init__(self, n: int, batch_size: int, steps_per_epoch: int, total_steps: int, seed: int,
-                 rank: int = 0, world: int = 1, lengths: np.ndarray | None = None, group: int = 0):
-        self.n, self.batch_size, self.steps_per_epoch = n, batch_size, steps_per_epoch
-        self.total_steps, self.seed, self.rank, self.world = total_steps, seed, rank, world
-        self.lengths, self.group = lengths, group
-        self.start_step, self.micro = 0, batch_size
-
-    def set_position(self, step: int, micro_batch: int) -> None:
-        if self.batch_size % micro_batch:
-            raise ValueError(f"micro-batch {micro_batch} does not divide the batch {self.batch_size}")
-        if micro_batch % self.world:
-            raise ValueError(f"micro-batch {micro_batch} does not split over {self.world} processes")
-        self.start_step, self.micro = step, micro_batch
-
-    def __iter__(self) -> Iterator[list[int]]:
-        step, micro, accum = self.start_step, self.micro, self.batch_size // self.micro
-        share = micro // self.world
-        while step < self.total_steps:
-            epoch, in_epoch = divmod(step, self.steps_per_epoch)
-            order = epoch_order(self.n, self.seed, epoch, self.lengths, self.batch_size, self.group)
-            for s in range(in_epoch, self.steps_per_epoch):
-                if step >= self.total_steps:
-                    return
-                base = s * self.batch_size
-                for m in range(accum):
-                    start = base + m * micro + self.rank * share
-                    yield StepBatch(order[start : start + share].tolist(), step)
-                step += 1
-
-    def __len__(self) -> int:
-        return (self.total_steps - self.start_step) * (self.batch_size // self.micro)
-
-
-def split_batch(batch_size: int, accum: int, world: int, desc: str) -> int:
-    """The global micro-batch (batch / accumulation steps), checked to split evenly over the ranks."""
-    if batch_size % accum:
-        raise ValueError(f"{desc}: batch_size {batch_size} is not divisible by grad_accum_steps {accum}")
-    micro = batch_size // accum
-    if micro % world:
-        raise ValueError(f"{desc}: the micro-batch {micro} (batch_size / engine.grad_accum_steps) does not "
-                         f"split over {world} processes (engine.ddp_processes)")
-    return micro
-
-
-def schedule(n: int, batch_size: int, epochs: float) -> tuple[int, int]:
-    """Optimizer steps per epoch and in all: whole batches only, at least one step (the planner uses it too)."""
-    steps_per_epoch = n // batch_size
-    return steps_per_epoch, max(1, round(epochs * steps_per_epoch))
-
-
-def is_oom(err: BaseException) -> bool:
-    """CUDA's out-of-memory error, and on CPU a MemoryError or torch's failed allocation."""
-    text = str(err).lower()
-    return (isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text
-            or "can't allocate memory" in text)
-
-
-T = TypeVar("T")
-
-
-def halve_on_oom(run: Callable[[int], T], batch_size: int, what: str, log: Callable[[str], None] = print) -> T:
-    """`run(batch_size)`, halving the batch and starting over after each out-of-memory error (evaluation, encoding).
-
-    The retry happens outside the `except` block, so the failed attempt's tensors are freed first.
-    """
-    while True:
-        try:
-            return run(batch_size)
-        except (RuntimeError, MemoryError) as err:
-            if not is_oom(err) or batch_size <= 1:
-                raise
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        batch_size //= 2
-        log(f"{what}: out of memory; retrying with batch size {batch_size}")
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity), which can be fewer than the machine has."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def intra_op_threads(engine_threads: int, processes: int, job_threads: int | None) -> int | None:
-    """torch threads for one process: engine.threads is the job's, so each DDP rank takes its share;
-    0 keeps the job's own count (`job_threads`, already a rank's share under DDP)."""
-    return (engine_threads // max(1, processes) or 1) if engine_threads else job_threads
-
-
-def configure_backends(tf32: bool, threads: int | None = None) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
-    if threads:
-        # More intra-op threads than cores only spin-wait (Snakemake may grant a rule more threads than cores).
-        torch.set_num_threads(max(1, min(threads, available_cores())))
-
-
-def autocast_context(device: torch.device, precision: str):
-    if device.type != "cuda" or precision == "fp32":
-        return torch.autocast(device_type=device.type, enabled=False)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type="cuda", dtype=dtype)
-
-
-def compile_model(model: nn.Module, mode: str, grad_accum_steps: int,
-                  log: Callable[[str], None]) -> tuple[nn.Module, str]:
-    """torch.compile, refusing CUDA-graph modes under accumulation; returns (module, mode actually used).
-
-    CUDA graphs replay static buffers, so gradients accumulated over several
-    replays of a captured backward are overwritten; the fallback keeps the
-    same autotuning without graphs and says so in the log.
-    """
-    if mode == "none":
-        return model, "none"
-    if grad_accum_steps > 1 and mode in CUDA_GRAPH_MODES:
-        fallback = "max-autotune-no-cudagraphs" if mode == "max-autotune" else "default"
-        msg = f"compile mode '{mode}' uses CUDA graphs, which gradient accumulation breaks; using '{fallback}'"
-        warnings.warn(msg)
-        log("WARNING: " + msg)
-        mode = fallback
-    return torch.compile(model, mode=mode), mode
-
-
-NO_DECAY = ("pos_embed", "queries", "ngrams.table")  # matrices that are embeddings, not maps
-
-
-def sparse_tables(model: nn.Module, device: torch.device) -> None:
-    """Embedding tables take sparse gradients on CPU (a lazy row update instead of a pass over every row);
-    on CUDA dense ones (NCCL cannot all-reduce sparse tensors, and a dense pass is cheap on a GPU)."""
-    for m in model.modules():
-        if isinstance(m, nn.Embedding):
-            m.sparse = device.type == "cpu"
-
-
-def param_groups(modules: list[nn.Module], weight_decay: float) -> list[dict]:
-    """Decay matrices and conv kernels only (nanoGPT's rule): not norms, biases or embeddings (positions, capsule
-    queries, the n-gram tables)."""
-    decay, no_decay = [], []
-    for m in modules:
-        for name, p in m.named_parameters():
-            if not p.requires_grad:
-                continue
-            (decay if p.dim() >= 2 and not any(k in name for k in NO_DECAY) else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def lr_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
-    def f(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-    return f
-
-
 def make_loader(dataset: Dataset, sampler: Sampler, settings: EngineSettings) -> DataLoader:
     """The one training loader: batch sampler in the main process, workers read the memory-mapped shards."""
     workers = settings.num_workers
@@ -358,83 +90,12 @@ def make_loader(dataset: Dataset, sampler: Sampler, settings: EngineSettings) ->
     )
 
 
-def collate_fn_of(dataset: Dataset) -> Callable | None:
-    """The dataset's own collate function (a cache dataset fetches whole batches), also through a Subset."""
-    while isinstance(dataset, Subset):
-        dataset = dataset.dataset
-    return getattr(dataset, "collate_fn", None)
-
-
-def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
-def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(inputs, lengths, glyphs) the encoder takes: images when the batch carries them (augmentation), with the
-    glyph ids they were assembled from (the n-gram tables hash those), else glyph ids alone."""
-    if "image" in batch:
-        return batch["image"], batch["length"], batch["glyphs"]
-    return batch["glyphs"], batch["length"], None
-
-
-def trimmed(batch: dict[str, torch.Tensor], line_chars: int, lines: int) -> dict[str, torch.Tensor]:
-    """The batch without the glyph columns no text reaches (the model masks them anyway); images pass as they are."""
-    if "glyphs" not in batch:
-        return batch
-    return {**batch, "glyphs": trim(batch["glyphs"], batch["length"], line_chars, lines)}
-
-
-def by_length(dataset: Dataset) -> np.ndarray:
-    """Row order for scoring: by length when the dataset knows its lengths (batches trimmed, no compute on
-    padding; accuracy does not depend on the order), else as stored."""
-    lengths = dataset.lengths() if hasattr(dataset, "lengths") else None
-    return longest_first(lengths) if lengths is not None else np.arange(len(dataset))
-
-
-@torch.inference_mode()
-def evaluate(
-    model: nn.Module,
-    dataset: Dataset,
-    device: torch.device,
-    precision: str = "fp32",
-    batch_size: int = 256,
-    num_workers: int = 0,
-    dist: Dist | None = None,
-) -> dict[str, float]:
-    """Accuracy and cross-entropy of `model` on `dataset`: split over the ranks when there are several, the
-    batch halved on out-of-memory (each rank retries alone; the only collective comes after)."""
-    model.eval()
-    d = dist or Dist()
-    order = by_length(dataset)
-    if d.enabled:
-        order = order[d.rank :: d.world]
-    dataset = Subset(dataset, order.tolist())
-
-    def run(bs: int) -> tuple[int, float, int]:
-        loader = DataLoader(dataset, batch_size=bs, shuffle=False, num_workers=num_workers,
-                            collate_fn=collate_fn_of(dataset))
-        correct, loss_sum, n = 0, 0.0, 0
-        cfg = getattr(model, "_orig_mod", model).cfg
-        for batch in loader:
-            batch = trimmed(to_device(batch, device), cfg.line_chars, cfg.lines)
-            labels = batch["label"]
-            with autocast_context(device, precision):
-                logits = model(*model_inputs(batch))["logits"].float()
-            loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
-            correct += (logits.argmax(-1) == labels).sum().item()
-            n += labels.numel()
-        return correct, loss_sum, n
-
-    correct, loss_sum, n = distributed.sum_across(list(halve_on_oom(run, batch_size, "evaluate")), d, device)
-    n = int(n)
-    return {"accuracy": correct / max(1, n), "loss": loss_sum / max(1, n), "samples": n}
-
-
 class Trainer:
     """Runs `objective` over `train_set` with the engine's switches; resumable from `ckpt_dir`.
 
     Under torchrun every rank builds the same Trainer; `dist` (default: the process group's view)
-    splits each batch over the ranks, and rank 0 alone writes checkpoints and logs.
+    splits each batch over the ranks, and rank 0 alone writes checkpoints and logs. With `ckpt_dir`,
+    `keep_last` and `every_steps` must be given: the config's `{role}.checkpoint` is their one default.
     """
 
     def __init__(
@@ -448,8 +109,8 @@ class Trainer:
         device: torch.device,
         seed: int = 0,
         ckpt_dir: str | Path | None = None,
-        keep_last: int = 3,
-        every_steps: int = 100,
+        keep_last: int | None = None,
+        every_steps: int | None = None,
         log: Callable[[str], None] = print,
         profile_dir: str | Path | None = None,
         desc: str = "train",
@@ -460,6 +121,8 @@ class Trainer:
         self.train_set, self.val_set = train_set, val_set
         self.train, self.engine, self.device, self.seed = train, engine, device, seed
         self.ckpt_dir = Path(ckpt_dir) if ckpt_dir else None
+        if self.ckpt_dir and (keep_last is None or every_steps is None):
+            raise ValueError(f"{desc}: checkpoints need keep_last and every_steps (the config's checkpoint section)")
         self.keep_last, self.every_steps = keep_last, every_steps
         self.log, self.desc = log, desc
         self.profile_dir = Path(profile_dir) if profile_dir else None
@@ -474,13 +137,12 @@ class Trainer:
             model.to(memory_format=torch.channels_last)
         self.forward_model, self.compile_mode = compile_model(model, engine.compile, self.accum, log)
         self.step_module = wrap_ddp(ObjectiveStep(self.forward_model, objective), device, self.dist)
-        self.optimizer = LazyAdamW(param_groups([model, objective], train.weight_decay), lr=train.lr, betas=(0.9, 0.95))
         n = len(train_set)
         if n < train.batch_size:
             raise ValueError(f"{desc}: train split has {n} samples, fewer than batch_size {train.batch_size}")
         self.steps_per_epoch, self.total_steps = schedule(n, train.batch_size, train.epochs)
-        warmup = max(1, int(train.warmup_fraction * self.total_steps))
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(self.total_steps, warmup))
+        self.optimizer, self.scheduler = make_optimizer([model, objective], train.lr, train.weight_decay,
+                                                        train.warmup_fraction, self.total_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")
         self.timer = ComponentTimer(device)
         group = engine.length_grouping if hasattr(train_set, "lengths") else 0

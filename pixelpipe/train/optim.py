@@ -8,14 +8,19 @@ torch.optim.SparseAdam does it (moments and weights of the touched rows
 only, no weight decay). Keeping both in one Optimizer leaves everything that
 handles "the optimizer" alone: the LR schedule, gradient scaling, checkpoints
 (the state has AdamW's keys for every parameter) and the batch-size finder.
+
+The recipe around it lives here too (which weights decay, the warm-up and
+cosine schedule), so the planner can size the optimizer state without the
+Trainer.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
+from torch import nn
 
 
 class LazyAdamW(torch.optim.Optimizer):
@@ -90,3 +95,45 @@ def _sparse_update(p: torch.Tensor, grad: torch.Tensor, state: dict, lr: float, 
 def dense_grad_params(params: Iterable[torch.Tensor]) -> list[torch.Tensor]:
     """The parameters whose gradient is dense (gradient clipping's norm is taken over these)."""
     return [p for p in params if p.grad is None or not p.grad.is_sparse]
+
+
+NO_DECAY = ("pos_embed", "queries", "ngrams.table")  # matrices that are embeddings, not maps
+
+
+def sparse_tables(model: nn.Module, device: torch.device) -> None:
+    """Embedding tables take sparse gradients on CPU (a lazy row update instead of a pass over every row);
+    on CUDA dense ones (NCCL cannot all-reduce sparse tensors, and a dense pass is cheap on a GPU)."""
+    for m in model.modules():
+        if isinstance(m, nn.Embedding):
+            m.sparse = device.type == "cpu"
+
+
+def param_groups(modules: list[nn.Module], weight_decay: float) -> list[dict]:
+    """Decay matrices and conv kernels only (nanoGPT's rule): not norms, biases or embeddings (positions, capsule
+    queries, the n-gram tables)."""
+    decay, no_decay = [], []
+    for m in modules:
+        for name, p in m.named_parameters():
+            if not p.requires_grad:
+                continue
+            (decay if p.dim() >= 2 and not any(k in name for k in NO_DECAY) else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    """Linear warm-up over `warmup_steps`, then cosine decay to 0 at `total_steps` (a LambdaLR factor)."""
+    def f(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return f
+
+
+def make_optimizer(modules: list[nn.Module], lr: float, weight_decay: float, warmup_fraction: float,
+                   total_steps: int) -> tuple[LazyAdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """The training recipe: LazyAdamW (betas 0.9, 0.95) over `param_groups`, and its warm-up + cosine schedule."""
+    optimizer = LazyAdamW(param_groups(modules, weight_decay), lr=lr, betas=(0.9, 0.95))
+    warmup = max(1, int(warmup_fraction * total_steps))
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total_steps, warmup))

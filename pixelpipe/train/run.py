@@ -20,24 +20,26 @@ import torch
 import pixelpipe
 
 from ..config.resolve import output_affecting
+from ..config.settings import CheckpointSettings
 from ..core import distributed
+from ..core.device import configure_backends, intra_op_threads
 from ..core.hardware import DeviceInfo, detect_device
 from ..core.io import read_json, sha256_file, write_text
 from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
-from ..data.consolidate import VIEW_FIELDS, open_dataset
+from ..data.consolidate import open_dataset
+from ..data.encoded import VIEW_FIELDS
 from ..data.scripts import known_scripts
 from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample, init_seed_everything
 from .calibrate import calibrate, fold_temperature
 from .distill import ClassificationObjective, DistillationObjective, DistillSettings
-from .engine import EngineSettings, Trainer, TrainResult, TrainSettings, configure_backends, evaluate, intra_op_threads
+from .engine import Trainer
 from .parts import PartTimer
+from .scoring import evaluate
+from .settings import EngineSettings, TrainResult, TrainSettings
 
 METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
-# The teacher's checkpoint policy (it has no checkpoint config: its run is short and its outputs are final);
-# the planner sizes the teacher's checkpoint directory from these.
-TEACHER_KEEP_LAST, TEACHER_EVERY_STEPS = 1, 200
 
 
 def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
@@ -290,9 +292,10 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
         clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
     train_set = CacheDataset(cache_root / "train", transform=augmenter(cfg["teacher"], train_split, labels, cfg["seed"]))
+    ck = CheckpointSettings.from_section(cfg["teacher"]["checkpoint"])
     return _train_and_save(
         "teacher", cfg, model, objective, train_set, CacheDataset(cache_root / "val"),
-        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=TEACHER_KEEP_LAST, every_steps=TEACHER_EVERY_STEPS, threads=threads,
+        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=ck.keep_last, every_steps=ck.every_steps, threads=threads,
         extra_config=model_extras(cfg["teacher"], labels, train_split),
         log=log, engine=engine, info=info,
         device=device, profile_dir=profile_dir,
@@ -323,10 +326,10 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
                                                         dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
     clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
-    ck = cfg["student"]["checkpoint"]
+    ck = CheckpointSettings.from_section(cfg["student"]["checkpoint"])
     result, summary = _train_and_save(
         "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),
-        out_dir, ckpt_dir, keep_last=ck["keep_last"], every_steps=ck["every_steps"], threads=threads,
+        out_dir, ckpt_dir, keep_last=ck.keep_last, every_steps=ck.every_steps, threads=threads,
         extra_config={**model_extras(cfg["student"], labels, train_split),
                       "teacher": {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
                                   "sha256": sha256_file(teacher_dir / "model.safetensors")}},

@@ -34,7 +34,7 @@ def stage(sm: Any) -> Iterator[tuple[Callable[[str], None], StageMeter | None]]:
             return
         outputs = [str(f) for f in sm.output if str(f) != str(metrics)]
         with StageMeter(stage_name(sm.rule), metrics, outputs) as meter:
-            meter.record(threads=getattr(sm, "threads", 1))  # its cores: the planner's calibration counts sharing
+            meter.record(threads=getattr(sm, "threads", 1))  # its cores: the planner's time factors count sharing
             yield log, meter
 
 

@@ -1,12 +1,16 @@
-"""Time calibration: per-machine factors on the planner's published time model, learned from the jobs a
-machine has already run (results/metrics/*/*.json against results/plan.json).
+"""Time factors: per-machine factors on the planner's published time model, learned from the jobs a machine
+has already run (results/metrics/*/*.json against results/plan.json).
 
 Every job's predicted time is `startup_s + work_s x factor x contention`: `work_s` at the published rates
 (walltime.py), `factor` this machine's measured ratio for the job's rule (1.0 where it has none), and
 `contention` how much the job's cores are shared with the jobs Snakemake runs beside it (schedule.py). The
-factors live in one small versioned JSON file (`report.calibration`, default `calibration.json` in the
+factors live in one small versioned JSON file (`time_factors.file`, default `time_factors.json` in the
 working directory, outside results/ so it outlives a results directory and can be copied to a cluster),
-keyed by machine: the CPU model and core count, or the GPU's name.
+keyed by machine: the CPU model and core count, or the GPU's name. The report rule writes it, the plan rule
+reads it (rules/report.smk says how each declares it).
+
+Not to be confused with the other fits this project calls calibration: the models' temperature (train/calibrate.py),
+the int8 activation ranges (deploy/quantize.py) and the held-out calibration error (core/reliability.py).
 """
 
 from __future__ import annotations
@@ -22,14 +26,18 @@ from typing import Any
 
 from ..core.cli import UserError
 
-CALIBRATION_VERSION = 1
+TIME_FACTORS_VERSION = 1
+DEFAULT_FILE = "time_factors.json"  # the schema's default time_factors.file
+# The file's name (and default) when its key was report.calibration: read while no time_factors.json exists beside it,
+# so a machine's factors survive the rename (the next report writes them to time_factors.json).
+LEGACY_FILE = "calibration.json"
 
 # How a rule's work scales: what the report groups the factors by (training, inference, data: I/O and pandas).
 RULE_KIND = {"corpus": "data", "render": "data", "consolidate": "data", "baseline": "data",
              "train_teacher": "training", "train_student": "training",
              "encode": "inference", "export_onnx": "inference", "quantize_onnx": "inference",
              "deploy_benchmark": "inference", "evaluate": "inference"}
-# Measurements a rule keeps in the calibration file ([published start-up, published work, time alone] each): the
+# Measurements a rule keeps in the time factors file ([published start-up, published work, time alone] each): the
 # factors are refitted over them whenever a run adds its own, so runs of different sizes separate the start-up.
 KEEP_POINTS = 16
 
@@ -67,7 +75,7 @@ class RuleFactor:
 
 
 @dataclass
-class Calibration:
+class TimeFactors:
     """The factors for one machine (empty: the published model alone)."""
 
     machine: str
@@ -92,25 +100,42 @@ class Calibration:
         return 1.0, "published default"
 
 
-class CalibrationError(UserError):
-    """A calibration file this pixelpipe cannot read; the message names it and what to do (one line, no traceback)."""
+class TimeFactorsError(UserError):
+    """A time factors file this pixelpipe cannot read; the message names it and what to do (one line, no traceback)."""
 
 
-def load_calibration(path: str | os.PathLike | None, machine: str) -> Calibration:
-    """This machine's factors from the calibration file (none there, or no file: an empty Calibration)."""
-    if not path or not Path(path).is_file():
-        return Calibration(machine)
+def readable_file(path: str | os.PathLike | None) -> Path | None:
+    """The file the factors are read from: `path`, or while it does not exist and has the default name, the
+    legacy calibration.json beside it; None when neither exists (or `path` is null)."""
+    if not path:
+        return None
+    p = Path(path)
+    if p.is_file():
+        return p
+    legacy = p.with_name(LEGACY_FILE)
+    return legacy if p.name == DEFAULT_FILE and legacy.is_file() else None
+
+
+def _read(path: Path) -> dict:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise CalibrationError(f"calibration file {path} cannot be read ({str(err).splitlines()[0]}): delete it "
+        raise TimeFactorsError(f"time factors file {path} cannot be read ({str(err).splitlines()[0]}): delete it "
                                "(the next run writes a new one)") from None
-    if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION:
+    if not isinstance(data, dict) or data.get("version") != TIME_FACTORS_VERSION:
         version = data.get("version") if isinstance(data, dict) else None
-        raise CalibrationError(f"{path}: calibration version {version!r}, this pixelpipe reads "
-                               f"{CALIBRATION_VERSION}: delete it (the next run writes a new one)")
-    rules = data.get("machines", {}).get(machine, {}).get("rules", {})
-    return Calibration(machine, {r: RuleFactor(**v) for r, v in rules.items()}, str(path))
+        raise TimeFactorsError(f"{path}: time factors version {version!r}, this pixelpipe reads "
+                               f"{TIME_FACTORS_VERSION}: delete it (the next run writes a new one)")
+    return data
+
+
+def load_time_factors(path: str | os.PathLike | None, machine: str) -> TimeFactors:
+    """This machine's factors from the time factors file (none there, or no file: an empty TimeFactors)."""
+    source = readable_file(path)
+    if source is None:
+        return TimeFactors(machine)
+    rules = _read(source).get("machines", {}).get(machine, {}).get("rules", {})
+    return TimeFactors(machine, {r: RuleFactor(**v) for r, v in rules.items()}, str(source))
 
 
 def interval_contention(jobs: list[dict], cores: int) -> list[float]:
@@ -188,14 +213,26 @@ def factor_from_points(points: list[list[float]]) -> tuple[float, float | None]:
     return statistics.median(max(t - s0, 0.05 * t) / w for s0, w, t in points), None
 
 
-def save_calibration(path: str | os.PathLike, machine: str, fitted: Mapping[str, RuleFactor]) -> dict:
+def save_time_factors(path: str | os.PathLike, machine: str, fitted: Mapping[str, RuleFactor]) -> dict:
     """Merge this run's factors into the file (the rules it measured replace that machine's; other machines and
-    rules stay), atomically; returns the whole file's content."""
+    rules stay), atomically, starting from the legacy calibration.json while `path` does not exist yet; returns the
+    whole file's content. The file is written even when nothing was fitted: the report rule declares it."""
     p = Path(path)
-    data = json.loads(p.read_text()) if p.is_file() else {}
-    if data.get("version") != CALIBRATION_VERSION:
-        data = {"version": CALIBRATION_VERSION, "machines": {}}
-    entry = data["machines"].setdefault(machine, {"rules": {}})
+    source = readable_file(p)
+    data = json.loads(source.read_text()) if source else {}
+    if data.get("version") != TIME_FACTORS_VERSION:
+        data = {"version": TIME_FACTORS_VERSION, "machines": {}}
+    if fitted:
+        _merge(data["machines"].setdefault(machine, {"rules": {}}), fitted)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(p)
+    return data
+
+
+def _merge(entry: dict, fitted: Mapping[str, RuleFactor]) -> None:
+    """One machine's entry with this run's factors merged in (each rule refitted over its kept points)."""
     for rule, f in fitted.items():
         old = entry["rules"].get(rule, {})
         points = (old.get("points", []) + f.points)[-KEEP_POINTS:]
@@ -204,9 +241,4 @@ def save_calibration(path: str | os.PathLike, machine: str, fitted: Mapping[str,
                                 "startup_s": None if startup is None else round(startup, 3)}
     entry["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     entry["runs"] = entry.get("runs", 0) + 1
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(p)
-    return data
 
