@@ -28,8 +28,9 @@ from pixelpipe.data.corpus import build_corpus, shard_count
 from pixelpipe.data.encoded import dataset_fields
 from pixelpipe.data.render import RenderSettings, render_split
 from pixelpipe.model.encoder import flops_per_sample
-from pixelpipe.deploy.evaluation import EvaluateSettings, accuracy_table, heldout_sets, score
-from pixelpipe.deploy.scorers import TorchScorer
+from pixelpipe.evaluate.accuracy import accuracy_table, score
+from pixelpipe.evaluate.scorers import TorchScorer
+from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
 from pixelpipe.train.encode import encode_shard
 from pixelpipe.train.run import encoder_config, load_teacher, train_student, train_teacher
 

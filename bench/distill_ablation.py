@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 from pixelpipe.config.resolve import deep_merge, load_config
-from pixelpipe.deploy.evaluation import EvaluateSettings, accuracy_table, heldout_sets, score
-from pixelpipe.deploy.scorers import TorchScorer
+from pixelpipe.evaluate.accuracy import accuracy_table, score
+from pixelpipe.evaluate.scorers import TorchScorer
+from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
 from pixelpipe.train.run import train_student
 
 BUCKETS = ("all", "<20", "20-40", "40-100", "15-40")

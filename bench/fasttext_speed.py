@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from pixelpipe.config.resolve import load_config
-from pixelpipe.deploy.evaluation import BUCKETS, CLEAN, EvaluateSettings, accuracy_table, heldout_sets
+from pixelpipe.evaluate.accuracy import BUCKETS, accuracy_table
+from pixelpipe.evaluate.sets import CLEAN, EvaluateSettings, heldout_sets
 
 GRID = [  # (dim, epoch, lr, minn, maxn)
     (16, 5, 0.5, 1, 4), (64, 5, 0.5, 1, 4), (64, 15, 0.5, 2, 5), (64, 25, 1.0, 1, 5)]

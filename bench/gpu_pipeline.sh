@@ -100,7 +100,7 @@ hardware: {profile: h100, device: cuda}
 corpus:
   num_samples: 20000                              # profile: 200,000
   splits: {train: 0.99, val: 0.005, test: 0.005}  # 19,800 / 100 / 100 (default 0.8 / 0.1 / 0.1)
-quantize: {calibration_samples: 128}              # 512
+quantize: {range_samples: 128}                    # 512
 deploy_benchmark: {warmup: 1, repeats: 3}         # 5 / 30 (each also at least 0.25 s / 0.5 s)
 evaluate: {sources: [gettext-ui], per_language: 1, perturbations: [lookalikes]}  # udhr + gettext-ui, 100, 5 kinds
 EOF

@@ -2,7 +2,7 @@
 
 Exports folded students of several shapes (both deploy forms: `ngram` for core none, `stem` for a recursive
 core) with random, all-distinct weights through the same functions the rules use (export.export_student,
-quantize.quantize_file with static QDQ calibration on 64 rows of a cache split written here), subtracts what
+quantize.quantize_file with static QDQ, activation ranges read on 64 rows of a cache split written here), subtracts what
 plan.onnx_bytes counts exactly (float data with the glyph table, int8 weights and their scales, metadata read
 back from the file), and least-squares fits the rest, the graph bytes: fixed + per table span (ngram) or
 fixed + per block + per block call (stem). Prints the fit and each shape's residual; paste the fit into
@@ -42,7 +42,7 @@ SHAPES = [
     ("recursive", "pair", 32, 2, 2, 2, 2, 3, 2.0, 48, 250), ("recursive", "cell", 24, 2, 2, 1, 3, 3, 4.0, 64, 350),
     ("recursive", "pair", 48, 1, 4, 2, 1, 3, 1.0, 96, 500),
 ]
-QUANT = QuantizeSettings(method="static", calibration_samples=64, calibration_method="minmax", per_channel=True,
+QUANT = QuantizeSettings(method="static", range_samples=64, range_method="minmax", per_channel=True,
                          activation_type="uint8", weight_type="int8", op_types=["Conv", "MatMul", "Gemm"],
                          activation_matmuls=False, reduce_range=False, max_accuracy_drop=100.0)
 
@@ -55,8 +55,8 @@ def charset(n: int) -> list[str]:
     return [" "] + [c for _, c in zip(range(n - 1), letters)]
 
 
-def calibration_split(tmp: Path, render: dict, glyphs: int) -> Path:
-    """A one-shard cache split of 64 random rows with its manifest (what the calibration reader verifies)."""
+def range_split(tmp: Path, render: dict, glyphs: int) -> Path:
+    """A one-shard cache split of 64 random rows with its manifest (what the range reader verifies)."""
     settings = RenderSettings.from_section(render)
     rng = np.random.default_rng(0)
     dtype = shard_dtype(settings.cells, glyphs)
@@ -90,7 +90,7 @@ def export_one(shape: tuple, tmp: Path) -> dict:
     config = {"encoder": enc.to_dict(), "labels": [f"l{i}" for i in range(19)],
               "render": RenderSettings.from_section(render).to_dict(), "atlas": atlas.to_dict()}
     fp32 = export_student(model, config, tmp / "m.onnx", log=lambda m: None)
-    quantize_file(fp32, tmp / "q.onnx", QUANT, [calibration_split(tmp, render, glyphs)], log=lambda m: None)
+    quantize_file(fp32, tmp / "q.onnx", QUANT, [range_split(tmp, render, glyphs)], log=lambda m: None)
     meta = {p.key: p.value for p in onnx.load(str(fp32)).metadata_props}
     pred = plan.onnx_bytes(enc, meta, glyphs)
     return {"shape": shape, "enc": enc, "fp32": fp32.stat().st_size, "int8": (tmp / "q.onnx").stat().st_size,

@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 PY3LANGID_SCRIPT = """
 import sys
@@ -104,7 +103,7 @@ def in_process(model: str, items: list[str], langs: list[str], repeats: int) -> 
 
 def measure(args: argparse.Namespace) -> dict:
     from pixelpipe.deploy.predictor import Predictor
-    from pixelpipe.deploy.scorers import ReferenceScorer, reference_code
+    from pixelpipe.evaluate.reference import ReferenceScorer, reference_code
 
     labels = Predictor(args.model).labels
     items, truth = texts(args.per_language, labels)

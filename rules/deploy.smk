@@ -35,7 +35,7 @@ rule quantize_onnx:
     input:
         onnx="results/models/student.onnx",
         export_metrics="results/metrics/export_onnx/student.json",  # the ONNX file's sha256
-        calibration=cache_shards("train"),
+        range_shards=cache_shards("train"),  # the rows static quantization reads activation ranges on
         test=cache_inputs(["test"]),
     output:
         onnx="results/models/student.int8.onnx",

@@ -8,7 +8,7 @@ import torch
 from pixelpipe.train.batchsize import CPU_MAX_BATCH, find_batch_size, make_measure
 from pixelpipe.train.distill import ClassificationObjective
 from pixelpipe.train.run import resolve_batch_size
-from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model
+from tests._engine_utils import ToyImages, engine_settings, make_trainer, state, tiny_model, train_settings
 
 MiB = 2**20
 CPU = torch.device("cpu")
@@ -146,7 +146,7 @@ def test_oom_with_an_odd_micro_batch_and_at_one():
 
 def test_auto_keeps_the_checkpoint_batch_size_on_resume(tmp_path):
     make_trainer(ToyImages(32), batch_size=8, epochs=0.5, ckpt_dir=tmp_path).fit()
-    bs, search = resolve_batch_size({"train": {"batch_size": "auto"}}, tiny_model(), ClassificationObjective(),
+    bs, search = resolve_batch_size(train_settings(batch_size="auto"), tiny_model(), ClassificationObjective(),
                                     None, engine_settings(), CPU, 32, lambda m: None, ckpt_dir=tmp_path)
     assert bs == 8 and search["from_checkpoint"]
 

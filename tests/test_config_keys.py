@@ -13,19 +13,22 @@ from pathlib import Path
 import pytest
 
 from pixelpipe.config.resolve import load_schema
-from pixelpipe.config.settings import CheckpointSettings, SectionError
+from pixelpipe.config.settings import CheckpointSettings, HardwareSettings, SectionError
 from pixelpipe.data.corpus import CorpusSettings
 from pixelpipe.data.render import RenderSettings
 from pixelpipe.deploy.quantize import QuantizeSettings
+from pixelpipe.evaluate.sets import EvaluateSettings
 from pixelpipe.model.encoder import EncoderConfig
-from pixelpipe.deploy.evaluation import EvaluateSettings
+from pixelpipe.train.baseline import BaselineSettings
 from pixelpipe.train.distill import DistillSettings
+from pixelpipe.train.matrix import MatrixSettings
 from pixelpipe.train.settings import EngineSettings, TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # schema section -> the class whose from_section reads it whole
 SECTION_READERS = {
+    "hardware": HardwareSettings,
     "corpus": CorpusSettings,
     "render": RenderSettings,
     "engine": EngineSettings,
@@ -38,33 +41,22 @@ SECTION_READERS = {
     "teacher.checkpoint": CheckpointSettings,
     "student.checkpoint": CheckpointSettings,
     "evaluate": EvaluateSettings,
+    "baseline": BaselineSettings,
+    "benchmark_matrix": MatrixSettings,
 }
 # keys read one by one (by rules, scripts or the planner): key -> a file that reads it
 DIRECT_READS = {
     "seed": "rules/corpus.smk",
-    "hardware.profile": "pixelpipe/config/resolve.py",
-    "hardware.device": "rules/encode.smk",
     "render.shard_size": "rules/render.smk",
     "render.truncation_warning": "workflow_scripts/render.py",
     "encode.batch_size": "rules/encode.smk",
     "encode.splits": "rules/common.smk",
     "encode.views": "rules/encode.smk",
-    "baseline.buckets": "workflow_scripts/baseline.py",
-    "baseline.epochs": "workflow_scripts/baseline.py",
-    "baseline.lr": "workflow_scripts/baseline.py",
-    "baseline.batch_size": "workflow_scripts/baseline.py",
-    "baseline.max_rows": "workflow_scripts/baseline.py",
     "report.tolerance_pct": "workflow_scripts/report.py",
     "report.disk_preflight": "rules/common.smk",
-    "report.cpu_gflops": "pixelpipe/plan/walltime.py",
-    "report.gpu_tflops": "pixelpipe/plan/walltime.py",
+    "report.cpu_gflops": "pixelpipe/plan/inputs.py",
+    "report.gpu_tflops": "pixelpipe/plan/inputs.py",
     "time_factors.file": "rules/report.smk",
-    "benchmark_matrix.variants": "pixelpipe/report/matrix.py",
-    "benchmark_matrix.batch_sizes": "pixelpipe/report/matrix.py",
-    "benchmark_matrix.steps": "pixelpipe/report/matrix.py",
-    "benchmark_matrix.warmup_steps": "pixelpipe/report/matrix.py",
-    "benchmark_matrix.accum_steps": "pixelpipe/report/matrix.py",
-    "benchmark_matrix.cpu_compile": "pixelpipe/report/matrix.py",
     "export.opset": "workflow_scripts/export_onnx.py",
     "export.parity_atol": "workflow_scripts/export_onnx.py",
     "export.max_label_mismatch": "workflow_scripts/export_onnx.py",

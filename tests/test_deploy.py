@@ -18,7 +18,7 @@ from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
-from pixelpipe.deploy.quantize import AccuracyDropError, CacheCalibrationReader, QuantizeSettings, quantize_and_verify
+from pixelpipe.deploy.quantize import AccuracyDropError, CacheRangeReader, QuantizeSettings, quantize_and_verify
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
 from tests._config_utils import section
@@ -238,7 +238,7 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
     int8_weights = [t for t in q.graph.initializer if t.data_type == onnx.TensorProto.INT8 and len(t.dims) >= 2]
     assert int8_weights  # weights stored as int8
     m = json.loads((tiny_run / "metrics/quantize_onnx/student.json").read_text())
-    assert m["calibration_samples_used"] == 64
+    assert m["range_samples_used"] == 64
     assert m["accuracy_drop_points"] <= 10.0  # the tiny config's gate: 38 near-ties of a barely trained student
     # int8 logits stay close to fp32 on real test rows (the default student's drop: docs/deploy.md)
     sessions = onnxmodel.open_session(fp32, 1), onnxmodel.open_session(int8, 1)
@@ -268,7 +268,7 @@ def test_int8_keeps_the_glyph_table_overridable(tiny_run):
 
 def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):
     out = tmp_path / "student.int8.onnx"
-    settings = QuantizeSettings.from_section(section("quantize", calibration_samples=32, max_accuracy_drop=-1.0))  # any result is "too much"
+    settings = QuantizeSettings.from_section(section("quantize", range_samples=32, max_accuracy_drop=-1.0))  # any result is "too much"
     with pytest.raises(AccuracyDropError, match=r"test accuracy fp32 .* -> int8 .* \(drop .* allowed -1"):
         quantize_and_verify(tiny_run / "models/student.onnx", out, settings,
                             [tiny_run / "cache/train/shard-00000.npy"], tiny_run / "cache/test", log=lambda m: None)
@@ -284,10 +284,11 @@ def test_dynamic_quantization_alternative(tiny_run, tmp_path):
     assert onnxmodel.read_metadata(out)["config"]["labels"]
 
 
-def test_calibration_reader_reads_real_rows(tiny_run):
-    """Calibration feeds the deployed model's own inputs: real train rows as deployed glyph ids, trimmed."""
+def test_range_reader_reads_real_rows(tiny_run):
+    """The activation ranges are read on the deployed model's own inputs: real train rows as deployed glyph ids,
+    trimmed."""
     shards = sorted((tiny_run / "cache/train").glob("shard-*.npy"))
-    reader = CacheCalibrationReader(shards, samples=150, batch_size=64)
+    reader = CacheRangeReader(shards, samples=150, batch_size=64)
     batches = list(iter(reader.get_next, None))
     assert [len(b["lengths"]) for b in batches] == [64, 64, 22] and reader.used == 150
     assert all(set(b) == {"glyphs", "lengths"} for b in batches)
@@ -379,7 +380,7 @@ def test_evaluation_figure_legend_covers_no_bar():
     covered bars that all reach near 100 %."""
     import matplotlib.pyplot as plt
 
-    from pixelpipe.deploy.evaluation_report import figure
+    from pixelpipe.evaluate.report import figure
 
     models = ["teacher", "student", "onnx_fp32", "onnx_int8", "ngram", "py3langid"]
     rows = [{"model": m, "set": s, "perturbation": p, "bucket": b, "n": 100, "correct": 99 - i}

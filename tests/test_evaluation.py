@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 
-from pixelpipe.deploy.evaluation import (
-    BUCKETS, EvaluateSettings, accuracy_table, bucket_of, heldout_sets, perturbed, phrases, score,
-)  # fmt: skip
-from pixelpipe.deploy.evaluation_report import goals, render_markdown
+from pixelpipe.evaluate.accuracy import BUCKETS, accuracy_table, bucket_of, score
+from pixelpipe.evaluate.report import goals, render_markdown
+from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets, perturbed, phrases
 
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")
 
@@ -64,7 +63,7 @@ def test_scores_by_bucket_and_goal_lengths_and_tables():
 
 def test_a_reference_in_its_own_codes_is_scored_by_its_label_key():
     """py3langid answers "zh" for both Chinese scripts and "no" for Bokmal: its key maps the true label."""
-    from pixelpipe.deploy.scorers import reference_code
+    from pixelpipe.evaluate.reference import reference_code
 
     sets = {"ui": __import__("pandas").DataFrame({"text": ["a", "b", "c"], "label": ["zh-Hant", "nb", "de"],
                                                    "source": "s"})}
@@ -83,7 +82,7 @@ def test_a_reference_in_its_own_codes_is_scored_by_its_label_key():
 def test_calibration_of_held_out_texts_bins_every_classified_text():
     import pandas as pd
 
-    from pixelpipe.deploy.evaluation import heldout_calibration
+    from pixelpipe.evaluate.calibration import heldout_calibration
 
     sets = {"ui": pd.DataFrame({"text": ["a", "b", "c", "d"], "label": ["x", "y", "x", "y"], "source": "s"})}
     probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [np.nan, np.nan]])
@@ -95,8 +94,8 @@ def test_calibration_of_held_out_texts_bins_every_classified_text():
 def test_calibration_and_cant_tell_are_reported_per_length_bucket():
     import pandas as pd
 
-    from pixelpipe.deploy.evaluation import heldout_calibration
-    from pixelpipe.deploy.evaluation_report import _calibration_section, calibration_goals
+    from pixelpipe.evaluate.calibration import heldout_calibration
+    from pixelpipe.evaluate.report import _calibration_section, calibration_goals
 
     texts = ["kurz", "auch kurz", "a text of more than twenty characters", "and one of fifty characters, more or less, here."]
     sets = {"ui": pd.DataFrame({"text": texts, "label": ["de", "de", "en", "en"], "source": "s"})}
@@ -136,7 +135,7 @@ def test_goals_compare_teacher_student_baseline_and_py3langid_per_bucket():
 def test_breadth_against_the_reference_language_by_language():
     import pandas as pd
 
-    from pixelpipe.deploy.evaluation_report import breadth
+    from pixelpipe.evaluate.report import breadth
 
     table = pd.DataFrame({"onnx_fp32": [99.0, 90.0, 95.0, 80.0], "py3langid": [98.0, 92.0, 95.0, 0.0]},
                          index=["de", "bs", "fr", "sco"])

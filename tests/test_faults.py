@@ -120,7 +120,7 @@ def cache_split(tmp_path) -> Path:
 def test_damaged_cache_shard_is_refused_by_every_reader(cache_split, damage):
     from pixelpipe.data.cache import CacheDataset, CacheSplit
     from pixelpipe.deploy.onnxmodel import iter_cache_split
-    from pixelpipe.deploy.quantize import CacheCalibrationReader
+    from pixelpipe.deploy.quantize import CacheRangeReader
 
     shard = cache_split / "shard-00001.npy"
     if damage == "flip":
@@ -130,7 +130,7 @@ def test_damaged_cache_shard_is_refused_by_every_reader(cache_split, damage):
     readers = [lambda: CacheSplit(cache_split), lambda: CacheDataset(cache_split),  # train_teacher/student
                lambda: CacheSplit(cache_split, verify=False).verify([1]),  # encode (its own shard)
                lambda: list(iter_cache_split(cache_split)),  # quantize / deploy_benchmark accuracy
-               lambda: CacheCalibrationReader([shard], 4).get_next()]  # quantize calibration
+               lambda: CacheRangeReader([shard], 4).get_next()]  # quantize's activation ranges
     for read in readers:
         with pytest.raises(io.IntegrityError) as err:
             read()
@@ -252,13 +252,15 @@ def test_orphan_checkpoint_files_are_removed(tmp_path):
 
 def test_fingerprint_covers_the_source_code(tmp_path, monkeypatch):
     from pixelpipe.train import run as train
+    from pixelpipe.train.settings import StudentSettings
+    from tests._config_utils import defaults
 
-    cfg = {"student": {"train": {"lr": 1.0}}, "engine": {"precision": "fp32"}, "seed": 0}
+    role = StudentSettings.from_config(defaults())
     data = tmp_path / "manifest.json"
     data.write_text("{}")
-    before = train.training_fingerprint(cfg, "student", [data])
+    before = train.training_fingerprint(role, [data])
     monkeypatch.setattr(train, "source_hash", lambda: "a fixed bug in the loss")
-    after = train.training_fingerprint(cfg, "student", [data])
+    after = train.training_fingerprint(role, [data])
     assert before != after
     ckpt_dir = tmp_path / "ckpt"
     _checkpointed_run(ckpt_dir)

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pixelpipe"
-LAYERS = ("core", "config", "data", "model", "train", "deploy", "plan", "report")
+LAYERS = ("core", "config", "data", "model", "train", "deploy", "evaluate", "plan", "report")
 ENTRY_POINTS = {"predict", "workflow_job"}  # top-level modules: they may import any layer, no layer imports them
 
 

@@ -146,6 +146,15 @@ def _cfg(base, overrides):
     return cfg
 
 
+def _facts(cfg):
+    """The planner's corpus facts for a resolved config (through its settings, as plan_inputs reads them)."""
+    from pixelpipe.plan import corpusfacts
+    from pixelpipe.plan.inputs import PlanSettings
+
+    settings = PlanSettings.from_config(cfg)
+    return corpusfacts.corpus_facts(settings.corpus, settings.render, settings.seed)
+
+
 @pytest.mark.parametrize("overrides", [{}, SMALL_REAL], ids=["tiny-faker", "small-real"])
 def test_corpus_facts_are_what_the_corpus_and_render_rules_write(tiny_cfg, tmp_path, overrides):
     """Read as the corpus rule streams (nothing extrapolated here): row counts, every corpus file's bytes, the
@@ -153,12 +162,12 @@ def test_corpus_facts_are_what_the_corpus_and_render_rules_write(tiny_cfg, tmp_p
     from pixelpipe.data.charset import read_charset
     from pixelpipe.data.corpus import build_corpus
     from pixelpipe.data.render import RenderSettings, render_split
-    from pixelpipe.plan.inputs import plan_inputs
+    from pixelpipe.plan.inputs import PlanSettings, plan_inputs
     from pixelpipe.plan.stages import predict_render
 
     cfg = _cfg(tiny_cfg, overrides)
     info = build_corpus(cfg["corpus"], cfg["render"]["fonts"], tmp_path, seed=cfg["seed"], log=lambda m: None)
-    inp = plan_inputs(cfg)
+    inp = plan_inputs(PlanSettings.from_config(cfg))
     assert inp.facts.exact and inp.sizes == info["split_sizes"]
     assert inp.facts.corpus_bytes == {p.name: p.stat().st_size for p in tmp_path.iterdir()}
     assert inp.facts.charset == read_charset(tmp_path / "charset.json")
@@ -179,7 +188,6 @@ def test_corpus_facts_of_a_user_file_with_bad_rows(tiny_cfg, tmp_path):
     import csv
 
     from pixelpipe.data.corpus import build_corpus
-    from pixelpipe.plan.corpusfacts import corpus_facts
 
     rows = [("text", "label", "split")]
     for i in range(120):
@@ -191,7 +199,7 @@ def test_corpus_facts_of_a_user_file_with_bad_rows(tiny_cfg, tmp_path):
     cfg = _cfg(tiny_cfg, {"corpus": {"path": str(tmp_path / "corpus.csv"), "split_column": "split"}})
     out = tmp_path / "out"
     info = build_corpus(cfg["corpus"], cfg["render"]["fonts"], out, seed=cfg["seed"], log=lambda m: None)
-    facts = corpus_facts(cfg)
+    facts = _facts(cfg)
     assert sum(info["bad_rows"].values()) == 3 and facts.sizes == info["split_sizes"] and facts.num_classes == 5
     assert facts.corpus_bytes == {p.name: p.stat().st_size for p in out.iterdir()}
 
@@ -228,9 +236,9 @@ def test_sampled_corpus_facts_stay_close_to_exact(tiny_cfg, monkeypatch):
     from pixelpipe.plan import corpusfacts
 
     cfg = _cfg(tiny_cfg, {"corpus": {"sources": ["firefox", "mediawiki"], "num_samples": 3800}})
-    exact = corpusfacts.corpus_facts(cfg)
+    exact = _facts(cfg)
     monkeypatch.setattr(corpusfacts, "FRAME_EXACT_ROWS", 800)
-    sampled = corpusfacts.corpus_facts(cfg)
+    sampled = _facts(cfg)
     assert exact.exact and not sampled.exact and sampled.charset == exact.charset  # every row's clusters
     for split in ("train", "val", "test"):
         assert abs(sampled.sizes[split] - exact.sizes[split]) <= 0.01 * exact.sizes[split] + 2

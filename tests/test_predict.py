@@ -752,6 +752,7 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
     from pixelpipe.train.optim import param_groups, sparse_tables
     from pixelpipe.train.optim import LazyAdamW
     from pixelpipe.train.run import encoder_config, model_extras
+    from pixelpipe.train.settings import TrainSettings
 
     torch.manual_seed(0)
     cfg = load_config(None)
@@ -786,7 +787,8 @@ def test_predict_true_language_with_a_trained_student(tmp_path):
         loss.backward()
         opt.step()
         sched.step()
-    extras = model_extras({"train": {"window_prob": 1.0, "window_min_chars": 15}}, labels, split)
+    extras = model_extras(TrainSettings.from_section({**cfg["student"]["train"], "window_prob": 1.0,
+                                                      "window_min_chars": 15}), labels, split)
     save_model(tmp_path / "student", model.eval(), extras)
     onnx_path, int8_path = tmp_path / "student.onnx", tmp_path / "student.int8.onnx"
     export_and_verify(tmp_path / "student", onnx_path, np.load(cache / "test/shard-00000.npy"), 18, 1e-3, 0.001,

@@ -8,7 +8,8 @@ import pytest
 from pixelpipe.config.resolve import load_config
 from pixelpipe.core.io import read_json, write_json
 from pixelpipe.plan.workflow import plan_workflow
-from pixelpipe.report.matrix import benchmark_markdown, build_matrix, run_one
+from pixelpipe.report.matrix import benchmark_markdown, with_prediction
+from pixelpipe.train.matrix import MatrixRun, build_matrix, run_one
 from pixelpipe.report.reports import PLOTS, err_pct, write_reports
 from tests.workflow_utils import TINY
 
@@ -77,25 +78,30 @@ def test_reports_from_metrics(fake_results, tiny_cfg, tmp_path):
 
 
 def test_benchmark_matrix_on_cpu_skips_with_reasons(tiny_cfg):
-    specs = build_matrix(tiny_cfg, "cpu")
+    run = MatrixRun.from_config(tiny_cfg)
+    specs = build_matrix(run, "cpu")
     by = {s["name"]: s for s in specs}
     assert "fp32" in by["amp"]["skipped"]
     assert "cpu_compile" in by["compile"]["skipped"]
     assert by["baseline"]["skipped"] is None and by["channels_last"]["engine"]["channels_last"]
     assert by["accumulation x2"]["engine"]["grad_accum_steps"] == 2
     assert {"baseline, batch 16", "baseline, batch 64"} <= set(by)
-    cuda = {s["name"]: s for s in build_matrix(tiny_cfg, "cuda", (8, 0))}
+    cuda = {s["name"]: s for s in build_matrix(run, "cuda", (8, 0))}
     assert cuda["amp (bf16)"]["skipped"] is None and cuda["compile"]["skipped"] is None
 
 
 def test_benchmark_variant_measures_the_engine_step(tiny_cfg):
     cfg = {**tiny_cfg, "benchmark_matrix": {**tiny_cfg["benchmark_matrix"], "steps": 2, "warmup_steps": 1}}
-    spec = next(s for s in build_matrix(cfg, "cpu") if s["name"] == "accumulation x2")
-    r = run_one(cfg, spec, threads=1)
+    run = MatrixRun.from_config(cfg)
+    assert MatrixRun.from_config(run.to_config()) == run  # what a variant's interpreter is handed
+    spec = next(s for s in build_matrix(run, "cpu") if s["name"] == "accumulation x2")
+    r = run_one(run, spec, threads=1)
     assert r["samples_per_s"] > 0 and r["peak_host_bytes"] > 100e6
     assert (r["micro_batch"], r["accum"]) == (16, 2)
+    measured = with_prediction(run, {**spec, **r, "speedup": 1.0}, "cpu")
+    assert measured["predicted_train_bytes"] > 0
     md = benchmark_markdown({"machine": "m", "device": "cpu", "teacher": {}, "image": [1, 16, 256], "steps": 2,
-                             "warmup_steps": 1, "variants": [{**spec, **r, "speedup": 1.0},
+                             "warmup_steps": 1, "variants": [measured,
                                                              {"name": "amp", "skipped": "AMP on CPU: fp32"}]})
     assert "accumulation x2" in md and "skipped: AMP on CPU" in md
 

@@ -18,7 +18,7 @@ def test_no_private_names_imported_across_modules():
 
 
 def test_bench_drives_the_trainer_through_train_step():
-    text = (PACKAGE / "report" / "matrix.py").read_text()
+    text = (PACKAGE / "train" / "matrix.py").read_text()
     assert "._micro_step" not in text and "._optimizer_step" not in text and "._batches" not in text
 
 

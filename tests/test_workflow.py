@@ -126,7 +126,7 @@ def test_snakemake_commands_need_no_cores(workdir):
 @pytest.mark.parametrize("section, key, reruns", [
     ("baseline", "epochs", {"baseline"}),
     ("export", "parity_atol", {"export_onnx", "quantize_onnx", "deploy_benchmark"}),
-    ("quantize", "calibration_samples", {"quantize_onnx", "deploy_benchmark"}),
+    ("quantize", "range_samples", {"quantize_onnx", "deploy_benchmark"}),
 ])
 def test_deploy_and_baseline_settings_rerun_their_rules_and_evaluate(workdir, section, key, reruns):
     """The README's rerun table: evaluate scores the ONNX models and the baseline, so it reruns with them."""

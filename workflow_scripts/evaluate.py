@@ -5,9 +5,12 @@ import torch
 
 from pixelpipe.core.io import read_json
 from pixelpipe.deploy.onnxmodel import verify_onnx
-from pixelpipe.deploy.evaluation import EvaluateSettings, heldout_calibration, heldout_sets, score
-from pixelpipe.deploy.evaluation_report import write_outputs
-from pixelpipe.deploy.scorers import BaselineScorer, OnnxScorer, TorchScorer, py3langid_scorer
+from pixelpipe.evaluate.accuracy import score
+from pixelpipe.evaluate.calibration import heldout_calibration
+from pixelpipe.evaluate.reference import py3langid_scorer
+from pixelpipe.evaluate.report import write_outputs
+from pixelpipe.evaluate.scorers import BaselineScorer, OnnxScorer, TorchScorer
+from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
 from pixelpipe.workflow_job import stage
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)

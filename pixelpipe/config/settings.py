@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 
-
 class SectionError(ValueError):
     """A config section whose keys do not match the settings class that reads it."""
 
@@ -46,6 +45,10 @@ class Section:
         """The config keys this class reads: its init fields."""
         return [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
 
+    def to_section(self) -> dict[str, Any]:
+        """The section this was built from (`from_section`'s inverse): its keys and their values."""
+        return {n: getattr(self, n) for n in self.section_keys()}
+
 
 class CellGrid:
     """Geometry of a glyph-aligned image, shared by the render settings and the encoder config (both carry
@@ -75,3 +78,15 @@ class CheckpointSettings(Section):
 
     keep_last: int
     every_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareSettings(Section):
+    """The `hardware:` section of a resolved config: the profile whose defaults it was resolved with ('auto' already
+    replaced by the detected one; the trained models' config.json records it) and the device ('auto', 'cpu',
+    'cuda')."""
+
+    SECTION = "hardware"
+
+    profile: str
+    device: str

@@ -1,14 +1,15 @@
-"""int8 ONNX: onnxruntime's pre-processing, then static QDQ quantization calibrated on real cache images.
+"""int8 ONNX: onnxruntime's pre-processing, then static QDQ quantization, activation ranges read on cache images.
 
 Why static and not dynamic: dynamic quantization computes activation scales
 at run time and quantizes only the weights of MatMul/Gemm ahead of time, so
 every matmul pays a min/max pass and a (de)quantize; onnxruntime's own BERT
-example gets about 1.3x from it. Static QDQ fixes activation scales from
-calibration data, so onnxruntime can fuse Q -> op -> DQ into integer kernels
-(QLinearConv, QLinearMatMul, QGemm). Per-channel weight scales keep the
-accuracy of the narrow patch-embedding and head layers. `quant_pre_process`
-(symbolic shape inference + onnxruntime's basic graph optimizations) first
-folds constants and fuses what it can, so fewer tensors need Q/DQ pairs.
+example gets about 1.3x from it. Static QDQ fixes activation scales from the
+ranges the activations take on real inputs (train cache rows), so onnxruntime
+can fuse Q -> op -> DQ into integer kernels (QLinearConv, QLinearMatMul,
+QGemm). Per-channel weight scales keep the accuracy of the narrow
+patch-embedding and head layers. `quant_pre_process` (symbolic shape
+inference + onnxruntime's basic graph optimizations) first folds constants
+and fuses what it can, so fewer tensors need Q/DQ pairs.
 
 The rule fails, with the numbers, when int8 test accuracy falls more than the
 configured number of points below the fp32 ONNX model's.
@@ -33,8 +34,8 @@ class AccuracyDropError(RuntimeError):
     """The quantized model lost more accuracy than allowed."""
 
 
-class CacheCalibrationReader:
-    """onnxruntime CalibrationDataReader over the first `samples` rows of cache shards.
+class CacheRangeReader:
+    """The inputs static quantization reads activation ranges from: the first `samples` rows of cache shards.
 
     Real training rows, in order (the cache is already shuffled by the corpus
     split), fed in the exact form the deployed model takes (pixelpipe.deploy.onnxmodel.deployed_batch).
@@ -42,7 +43,7 @@ class CacheCalibrationReader:
 
     def __init__(self, shard_paths: Sequence[str | os.PathLike], samples: int, batch_size: int = 64) -> None:
         if samples < 1:
-            raise ValueError(f"quantize.calibration_samples must be >= 1, got {samples}")
+            raise ValueError(f"quantize.range_samples must be >= 1, got {samples}")
         self.shard_paths = [Path(p) for p in shard_paths]
         self.samples, self.batch_size = samples, batch_size
         self.used = 0
@@ -71,8 +72,10 @@ class CacheCalibrationReader:
         self._it = self._batches()
 
 
-def _as_reader(reader: CacheCalibrationReader):
+def _as_reader(reader: CacheRangeReader):
     """Wrap in onnxruntime's CalibrationDataReader base class (imported lazily: heavy)."""
+    # "Calibration" is onnxruntime's name for reading activation ranges (CalibrationDataReader, CalibrationMethod,
+    # calibrate_method); in pixelpipe calibration means fitting predicted probabilities (train/calibrate.py).
     from onnxruntime.quantization import CalibrationDataReader
 
     class _Reader(CalibrationDataReader):
@@ -92,8 +95,8 @@ class QuantizeSettings(Section):
     SECTION = "quantize"
 
     method: str  # static | dynamic
-    calibration_samples: int
-    calibration_method: str  # minmax | entropy | percentile
+    range_samples: int
+    range_method: str  # minmax | entropy | percentile
     per_channel: bool
     activation_type: str
     weight_type: str
@@ -129,7 +132,7 @@ def _qtype(name: str):
 
 
 def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, settings: QuantizeSettings,
-                  calibration_shards: Sequence[str | os.PathLike], log: Callable[[str], Any] = print) -> dict[str, Any]:
+                  range_shards: Sequence[str | os.PathLike], log: Callable[[str], Any] = print) -> dict[str, Any]:
     """fp32 ONNX -> pre-processed -> int8 ONNX at `out_path` (metadata carried over); returns what was done."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_dynamic, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -142,7 +145,7 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
         quant_pre_process(str(fp32_path), str(pre), skip_optimization=False, skip_symbolic_shape=True)
         q_tmp = Path(tmp) / out_path.name
         if settings.method == "static":
-            reader = CacheCalibrationReader(calibration_shards, settings.calibration_samples)
+            reader = CacheRangeReader(range_shards, settings.range_samples)
             exclude = [] if settings.activation_matmuls else activation_matmuls(pre)
             info["excluded_nodes"] = exclude
             quantize_static(
@@ -151,11 +154,11 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
                 reduce_range=settings.reduce_range, activation_type=_qtype(settings.activation_type),
                 weight_type=_qtype(settings.weight_type), nodes_to_exclude=exclude,
                 calibrate_method={"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-                                  "percentile": CalibrationMethod.Percentile}[settings.calibration_method],
+                                  "percentile": CalibrationMethod.Percentile}[settings.range_method],
             )
-            info["calibration_samples_used"] = reader.used
-            log(f"static QDQ quantization calibrated on {info['calibration_samples_used']} train images "
-                f"({settings.calibration_method}, per_channel={settings.per_channel}); "
+            info["range_samples_used"] = reader.used
+            log(f"static QDQ quantization, activation ranges read on {info['range_samples_used']} train images "
+                f"({settings.range_method}, per_channel={settings.per_channel}); "
                 f"{len(exclude)} activation-by-activation MatMul(s) left in fp32")
         elif settings.method == "dynamic":
             quantize_dynamic(str(pre), str(q_tmp), op_types_to_quantize=list(settings.op_types),
@@ -173,14 +176,14 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
 
 
 def quantize_and_verify(fp32_path: str | os.PathLike, out_path: str | os.PathLike, settings: QuantizeSettings,
-                        calibration_shards: Sequence[str | os.PathLike], test_split_dir: str | os.PathLike,
+                        range_shards: Sequence[str | os.PathLike], test_split_dir: str | os.PathLike,
                         threads: int | None = None, log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Quantize, then measure fp32 and int8 test accuracy; `out_path` survives only if the drop is allowed."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".int8-") as tmp:
         q_tmp = Path(tmp) / out_path.name
-        info = quantize_file(fp32_path, q_tmp, settings, calibration_shards, log)
+        info = quantize_file(fp32_path, q_tmp, settings, range_shards, log)
         fp32 = onnxmodel.accuracy(onnxmodel.open_session(fp32_path, threads), test_split_dir)
         if not fp32["samples"]:
             raise AccuracyDropError(f"int8 model {out_path} not checked: the test split {test_split_dir} has no images")

@@ -13,7 +13,7 @@ import sys
 
 from ..core.cli import ArgumentParser, UserError, fail
 from ..core.fmt import fmt_bytes, fmt_seconds
-from .preflight import DiskSpaceError, check_disk
+from .preflight import DiskSpaceError, check_plan_disk
 from .workflow import plan_workflow
 
 
@@ -38,11 +38,11 @@ def machine_memory() -> tuple[int, int]:
     return vm.total, vm.available
 
 
-def disk_warning(cfg: dict, plan: dict, results: str) -> str | None:
+def disk_warning(plan: dict, results: str) -> str | None:
     """The disk preflight's refusal (the header's peak against the free space of the results filesystem plus what
     results/ holds), or None when the run fits."""
     try:
-        check_disk(cfg, results, plan=plan)
+        check_plan_disk(plan, results)
     except DiskSpaceError as err:
         return str(err)
     return None
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = plan_workflow(cfg, cores=args.cores)
     except UserError as err:  # a config, corpus or time factors file the run cannot use
         return fail(f"pixelpipe: {err}")
-    disk = disk_warning(cfg, plan, args.results)
+    disk = disk_warning(plan, args.results)
     warnings = [w for w in (shortfall, ram_warning(plan, *machine_memory()), disk) if w]
     if args.json:
         print(json.dumps({**plan, "warnings": warnings}, indent=2, default=str))

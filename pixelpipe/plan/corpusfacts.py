@@ -19,13 +19,17 @@ import collections
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..data import sources as builtin
 from .corpusscan import CorpusScan, TextTally, charset_clusters, parquet_rate
+
+if TYPE_CHECKING:
+    from ..data.corpus import CorpusSettings
+    from ..data.render import RenderSettings
 
 FRAME_EXACT_ROWS = 40_000  # the default corpus (38,000 real rows) is read whole
 FAKER_SAMPLE_ROWS = 2_000  # ~1.3 s of Faker; exact below it (the tiny config's 380 rows)
@@ -106,7 +110,7 @@ def _read_frame(scan: CorpusScan, frame: pd.DataFrame, ids: dict[str, int] | Non
     return ids
 
 
-def _read_faker(scan: CorpusScan, ccfg: Any, fill: dict[str, int], codes: np.ndarray, start: int,
+def _read_faker(scan: CorpusScan, ccfg: CorpusSettings, fill: dict[str, int], codes: np.ndarray, start: int,
                 ids: dict[str, int], sample: int, seed: int) -> None:
     """The Faker rows: their first `sample` rows generated (the very rows the corpus rule starts with)."""
     from ..data.corpusfile import SPLITS, row_ids
@@ -122,8 +126,8 @@ def _read_faker(scan: CorpusScan, ccfg: Any, fill: dict[str, int], codes: np.nda
                      row_groups=math.ceil(total / FAKER_CHUNK_ROWS))
 
 
-def _rows_in_order(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int], dict[str, str] | None,
-                                                   dict[str, int] | None]:
+def _rows_in_order(ccfg: CorpusSettings, seed: int) -> tuple[pd.DataFrame, dict[str, int], dict[str, str] | None,
+                                                              dict[str, int] | None]:
     """(the drawn or user rows with their split, Faker rows per language, locales, class ids if known yet)."""
     from ..data.corpus import builtin_real_rows, class_ids, corpus_chunks, split_codes
     from ..data.corpusfile import SPLITS
@@ -141,16 +145,15 @@ def _rows_in_order(ccfg: Any, seed: int) -> tuple[pd.DataFrame, dict[str, int], 
     return frame, fill, locales, ids
 
 
-def corpus_facts(cfg: dict, exact: bool = True) -> CorpusFacts:
-    """The corpus rule's output, read as it streams (see the module docstring); `exact` False: the preflight's
-    quick estimate (every segment sampled)."""
+def corpus_facts(ccfg: CorpusSettings, render: RenderSettings, seed: int, exact: bool = True) -> CorpusFacts:
+    """The corpus rule's output for the `corpus` settings and `seed`, read as it streams (see the module docstring),
+    with the fonts and layout of the `render` settings; `exact` False: the preflight's quick estimate (every
+    segment sampled)."""
     from ..core.io import json_text
     from ..data.charset import CHARSET_FORMAT, build_charset
-    from ..data.corpus import CorpusSettings, inventory_languages, labels_info, split_codes
-    from ..data.render import RenderSettings
+    from ..data.corpus import inventory_languages, labels_info, split_codes
 
-    ccfg, seed = CorpusSettings.from_section(cfg["corpus"]), cfg["seed"]
-    scan = CorpusScan(list(cfg["render"]["fonts"]), RenderSettings.from_section(cfg["render"]).cells)
+    scan = CorpusScan(list(render.fonts), render.cells)
     frame, fill, locales, ids = _rows_in_order(ccfg, seed)
     ids = _read_frame(scan, frame, ids, FRAME_EXACT_ROWS if exact else PREFLIGHT_SAMPLE_ROWS, seed)
     if sum(fill.values()):

@@ -1,7 +1,7 @@
-"""Host RAM and GPU memory models: the calibration constants and the analytic model of a training step
+"""Host RAM and GPU memory models: the fitted constants and the analytic model of a training step
 and an inference forward.
 
-Host RAM is a calibrated fixed term per process type (HOST_BASELINE, HOST_RUNTIME) plus analytic terms;
+Host RAM is a fitted fixed term per process type (HOST_BASELINE, HOST_RUNTIME) plus analytic terms;
 the comments below say how each constant was measured. The activation model counts, tensor by tensor,
 what autograd saves in model/encoder.py; the batch-size finder can ask `predict_train_memory` before trying
 a batch.
@@ -16,7 +16,7 @@ import numpy as np
 from ..model.encoder import EncoderConfig
 from .shapes import param_shapes
 
-# ---- calibration constants (host RAM, bytes) -------------------------------------------------
+# ---- fitted constants (host RAM, bytes) -------------------------------------------------
 # Measured on the 2-core CPU dev machine (torch 2.13 CPU, Python 3.11) as `baseline_host_bytes`
 # (anonymous RSS when StageMeter starts, after the stage script's imports) in results/metrics/*.json
 # of the tiny config. Anonymous memory, not RSS: file-backed library pages vary with the page cache
@@ -98,7 +98,7 @@ CPU_INFER_FACTOR = {"recursive": 0.8, "none": 1.35}
 # onnxruntime's arena keeps the peak of every session's activations (and batches trimmed to different lengths
 # fragment it); per deploy stage, the arenas' bytes as multiples of one forward of the folded graph at the
 # largest batch (StudentOnnx.onnx_forward: the gathered table rows and the n-gram features), solved with the
-# runtime term above from the tiny and the default run (export: the parity session; quantize: calibration and
+# runtime term above from the tiny and the default run (export: the parity session; quantize: range reading and
 # two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their profiled copies and the batch sweep).
 ORT_ARENA_FACTOR = {"export_onnx": 1.20, "quantize_onnx": 1.15, "deploy_benchmark": 2.04}
 # The n-gram baseline's ids: the int64 array they are hashed into, its copy into a tensor and the array's growth

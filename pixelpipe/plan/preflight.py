@@ -27,15 +27,18 @@ def free_bytes(path: str | os.PathLike) -> int:
     return shutil.disk_usage(p).free
 
 
-def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None,
-               plan: dict | None = None) -> dict[str, int]:
+def check_disk(cfg: dict, results_dir: str | os.PathLike = "results", free: int | None = None) -> dict[str, int]:
+    """The preflight of a resolved config (rules/common.smk calls it at DAG parse time): `check_plan_disk` of its
+    estimated plan (no corpus generated or read: it must answer before the first job)."""
+    return check_plan_disk(plan_workflow(cfg, exact=False), results_dir, free)
+
+
+def check_plan_disk(plan: dict, results_dir: str | os.PathLike = "results", free: int | None = None) -> dict[str, int]:
     """Raise DiskSpaceError if the plan's disk peak exceeds the free space plus what results/ already holds (it
     is counted in the peak: not asked for twice); return the numbers (`need`: the peak less what is held).
 
-    The message names the peak itself, the figure `python -m pixelpipe.plan` shows in its header. Uses the
-    estimated plan (no corpus generated or read: it must answer before the first job) unless given one.
+    The message names the peak itself, the figure `python -m pixelpipe.plan` shows in its header.
     """
-    plan = plan or plan_workflow(cfg, exact=False)
     peak = plan["disk_peak_bytes"]
     held = 0
     if Path(results_dir).exists():

@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .inputs import PlanSettings
 
 # What each rule waits for (the rules' inputs, by rule): a job starts once every job of these rules is done.
 RULE_DEPENDS: dict[str, tuple[str, ...]] = {
@@ -88,18 +92,20 @@ RULE_THREADS = {"train_teacher": 4, "train_student": 4, "encode": 2, "baseline":
 PROCESS_OVERHEAD_S = {"data": 1.5, "training": 4.0, "inference": 3.0}
 
 
-def rule_threads(rule: str, cfg: dict) -> int:
+def rule_threads(rule: str, settings: PlanSettings) -> int:
+    """The cores a job of `rule` asks Snakemake for under these settings (the rule's `threads:`)."""
     if rule in ("train_teacher", "train_student"):
-        return max(RULE_THREADS[rule], cfg["engine"]["ddp_processes"])
+        return max(RULE_THREADS[rule], settings.engine.ddp_processes)
     if rule == "deploy_benchmark":
-        return cfg["deploy_benchmark"]["threads"] or os.cpu_count() or 1
+        return settings.deploy_benchmark.threads or os.cpu_count() or 1
     return RULE_THREADS.get(rule, 1)
 
 
 DEFAULT_CORES = 4  # the README's `snakemake --cores 4`
 
 
-def schedule_stages(stages: Sequence, time_factors, cfg: dict, cores: int, machine_cores: int | None = None) -> dict:
+def schedule_stages(stages: Sequence, time_factors, settings: PlanSettings, cores: int,
+                    machine_cores: int | None = None) -> dict:
     """Scale every StagePlan's time by this machine's time factors, schedule the run, and set each stage's `wall_s`
     (its stage body as measured, with the sharing of cores) and `detail['time']`; returns the run's summary for the
     plan."""
@@ -111,7 +117,7 @@ def schedule_stages(stages: Sequence, time_factors, cfg: dict, cores: int, machi
         factor, source = time_factors.factor(s.rule)
         body = time_factors.startup(s.rule, s.time.startup_s) + s.time.work_s * factor
         overhead = time_factors.overhead(s.rule, PROCESS_OVERHEAD_S[RULE_KIND.get(s.rule, "data")])
-        jobs.append(ScheduledJob(s.key, s.rule, rule_threads(s.rule, cfg), body, overhead))
+        jobs.append(ScheduledJob(s.key, s.rule, rule_threads(s.rule, settings), body, overhead))
         s.detail["time"] = {"published_s": round(s.time.total_s, 3), "factor": factor, "factor_from": source,
                             "alone_s": round(body, 3), "threads": jobs[-1].threads}
     wall = simulate(jobs, cores, machine_cores)

@@ -11,12 +11,18 @@ import io
 import json
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..model.encoder import EncoderConfig
 from .shapes import model_tensors, param_shapes
+
+if TYPE_CHECKING:
+    from ..data.render import RenderSettings
+    from ..evaluate.sets import EvaluateSettings
+    from ..train.settings import RoleSettings
+    from .inputs import BenchmarkPlan
 
 # results/baseline/metrics.json: fixed keys and a dozen floats (an estimate; the file is ~200 bytes)
 BASELINE_METRICS_BYTES = 200
@@ -76,7 +82,7 @@ ONNX_DEAD = ("stem.proj.", "children_proj.", "checksum_planes", "capsules.q.", "
 ONNX_SCALARS = 4  # float scalars the exporter adds (GELU and masking constants), counted in the files
 # Graph bytes besides the float data and metadata: nodes, value_info, int64 shape constants, initializer headers,
 # Q/DQ nodes and activation scales, quant_pre_process's metadata. Least-squares fit per deploy form over exports
-# and static QDQ quantizations (64 calibration rows) of students with random, all-distinct weights: ngram =
+# and static QDQ quantizations (64 range rows) of students with random, all-distinct weights: ngram =
 # (fixed, per table span) over 6 shapes (dim 16-48, mixer kernel 3-7, ratio 2-8, pair and cell stems, 150-700
 # glyphs), stem = (fixed, per block, per block call) over 7 recursive shapes (dim 16-64, depth 1-2, 2-6 block
 # calls; depth and calls are nearly collinear, hence a negative per-block term); residuals within 0.22 % of the
@@ -154,20 +160,21 @@ def json_len(obj: Any) -> int:
     return len(json_text(obj))
 
 
-def render_manifest_bytes(cfg: dict, stats: Any, n_shards: int, atlas: dict[str, Any], dtype: np.dtype) -> int:
+def render_manifest_bytes(render: RenderSettings, shard_size: int, stats: Any, n_shards: int, atlas: dict[str, Any],
+                          dtype: np.dtype) -> int:
     """A split's cache manifest, as render.split_manifest builds it (checksums and throughput stand-ins)."""
-    from ..data.render import RenderSettings, split_manifest
+    from ..data.render import split_manifest
 
     files = [f"shard-{s:05d}.npy" for s in range(n_shards)]
-    manifest = split_manifest(RenderSettings.from_section(cfg["render"]), cfg["render"]["shard_size"], files,
-                              ["0" * 64] * n_shards, stats, atlas, dtype, rows_per_s=12345.6)
+    manifest = split_manifest(render, shard_size, files, ["0" * 64] * n_shards, stats, atlas, dtype,
+                              rows_per_s=12345.6)
     return json_len(manifest)
 
 
-def _resolved(cfg: dict, role: str) -> dict[str, Any]:
-    """train.run's `resolved` block with values of typical length."""
-    train = dict(cfg[role]["train"])
-    return {"engine": dict(cfg["engine"]), "train": train, "precision": "fp32", "compile_mode": "none",
+def _resolved(role: RoleSettings) -> dict[str, Any]:
+    """The Trainer's `resolved` block (engine and train settings as configured) with values of typical length."""
+    train = role.train.to_section()
+    return {"engine": role.engine.to_section(), "train": train, "precision": "fp32", "compile_mode": "none",
             "batch_size": 64, "micro_batch": 64, "grad_accum_steps": 1, "oom_fallbacks": 0, "steps_per_epoch": 100,
             "total_steps": 100, "resumed_from_step": None, "device": "cpu", "grad_scaler": False,
             "ddp": {"processes": 1, "backend": None, "micro_batch_per_process": 64, "ranks_identical": True},
@@ -175,31 +182,29 @@ def _resolved(cfg: dict, role: str) -> dict[str, Any]:
             "batch_size_requested": train["batch_size"], "batch_size_search": None}
 
 
-def _model_config(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
-                  train_stats: Any) -> dict[str, Any]:
+def _model_config(role: RoleSettings, render: RenderSettings, enc: EncoderConfig, labels: int,
+                  atlas: dict[str, Any], train_stats: Any) -> dict[str, Any]:
     """A stand-in for results/{role}/config.json with the real structure (labels and floats of typical length)."""
-    from ..data.render import RenderSettings
-    from ..train.run import text_length
+    from ..train.run import trained_text_length
 
-    extra = {"teacher": {"test_accuracy": 0.123456789, "sha256": "0" * 64}} if role == "student" else {}
+    extra = {"teacher": {"test_accuracy": 0.123456789, "sha256": "0" * 64}} if role.role == "student" else {}
     metrics = {k: 0.123456789012345 for k in ("test_accuracy", "test_loss", "final_val_accuracy", "train_wall_s")}
-    settings = RenderSettings.from_section(cfg["render"])
-    manifest = {**train_stats.to_dict(), "render": settings.to_dict()}
-    return {"encoder": enc.to_dict(), "labels": ["xx"] * labels, "render": settings.to_dict(), "atlas": atlas,
-            "text_length": text_length(cfg[role]["train"], manifest),
+    manifest = {**train_stats.to_dict(), "render": render.to_dict()}
+    return {"encoder": enc.to_dict(), "labels": ["xx"] * labels, "render": render.to_dict(), "atlas": atlas,
+            "text_length": trained_text_length(role.train, manifest),
             "trained_glyphs": [i for i, c in enumerate(train_stats.glyph_counts) if c > 0], **extra,
-            "role": role, "device": "cpu", "hardware_profile": "cpu", "resolved": _resolved(cfg, role),
+            "role": role.role, "device": "cpu", "hardware_profile": "cpu", "resolved": _resolved(role),
             "metrics": {**metrics, "train_samples": 10000, "parameters": 100000}, "weights_sha256": "0" * 64}
 
 
-def model_config_bytes(cfg: dict, role: str, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
-                       train_stats: Any) -> int:
+def model_config_bytes(role: RoleSettings, render: RenderSettings, enc: EncoderConfig, labels: int,
+                       atlas: dict[str, Any], train_stats: Any) -> int:
     """results/{role}/config.json."""
-    return json_len(_model_config(cfg, role, enc, labels, atlas, train_stats))
+    return json_len(_model_config(role, render, enc, labels, atlas, train_stats))
 
 
-def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, Any],
-                  train_stats: Any) -> dict[str, str]:
+def onnx_metadata(student: RoleSettings, render: RenderSettings, enc: EncoderConfig, labels: int,
+                  atlas: dict[str, Any], train_stats: Any) -> dict[str, str]:
     """The metadata entries the exporter stores in the student's ONNX file: the config and the fold map (a float32
     matrix [cell_height * cell_width, W] and an offset [W], base64: exact lengths from zero stand-ins)."""
     from ..deploy.onnxmodel import encode_array, metadata_entries
@@ -207,7 +212,7 @@ def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, A
     width = fold_width(enc)
     fold = {"form": enc.deploy_form, "matrix": encode_array(np.zeros((enc.cell_height * enc.cell_width, width))),
             "offset": encode_array(np.zeros(width))}
-    return metadata_entries(_model_config(cfg, "student", enc, labels, atlas, train_stats), fold)
+    return metadata_entries(_model_config(student, render, enc, labels, atlas, train_stats), fold)
 
 
 # Op types onnxruntime's profiler reports for the optimized fp32 / int8 student (fused kernels included),
@@ -215,23 +220,23 @@ def onnx_metadata(cfg: dict, enc: EncoderConfig, labels: int, atlas: dict[str, A
 DEPLOY_PROFILED_OPS = (21, 23)
 
 
-def deploy_report_bytes(cfg: dict, enc: EncoderConfig, fp32: int, int8: int, n_test: int) -> dict[str, int]:
+def deploy_report_bytes(bench: BenchmarkPlan, enc: EncoderConfig, fp32: int, int8: int,
+                        n_test: int) -> dict[str, int]:
     """deploy.json and deploy.md of a stand-in report with the real structure and numbers of typical length."""
     import torch
 
     from ..deploy.benchmark import FORMS, MAX_RUNS_FACTOR, MIN_TIMED_S, WARMUP_S, cpu_info, goal_check, render_markdown
 
-    dcfg = cfg["deploy_benchmark"]
     x = 1.2345678901234567  # 17 significant digits, like most measured floats
-    bs = list(dcfg["batch_sizes"])
+    bs = list(bench.batch_sizes)
     # runs are timed until MIN_TIMED_S passes, up to MAX_RUNS_FACTOR x repeats: fast forms reach the cap
     stats = {"median_ms": x, "p25_ms": x, "p75_ms": x, "min_ms": x, "max_ms": x,
-             "repeats": dcfg["repeats"] * MAX_RUNS_FACTOR, "throughput_per_s": 1234.5678901234567}
+             "repeats": bench.repeats * MAX_RUNS_FACTOR, "throughput_per_s": 1234.5678901234567}
     prof = {"kernel_ms_per_run": x}
-    report = {"cpu": cpu_info(), "threads": dcfg["threads"] or os.cpu_count(), "omp_wait_policy": "PASSIVE",
+    report = {"cpu": cpu_info(), "threads": bench.threads or os.cpu_count(), "omp_wait_policy": "PASSIVE",
               "min_timed_s": MIN_TIMED_S, "warmup_s": WARMUP_S, "load_average_before": [1.2345, 1.2345, 1.2345],
               "load_average_after": [1.2345, 1.2345, 1.2345], "versions": {"torch": torch.__version__, "onnxruntime": "1.32.0"},
-              "encoder": enc.to_dict(), "batch_sizes": bs, "warmup": dcfg["warmup"], "repeats": dcfg["repeats"],
+              "encoder": enc.to_dict(), "batch_sizes": bs, "warmup": bench.warmup, "repeats": bench.repeats,
               "latency": {f: {str(b): stats for b in bs} for f in FORMS},
               "speedup": {str(b): {k: x for k in ("int8_vs_onnx_fp32", "int8_vs_torch_fp32", "onnx_fp32_vs_torch_fp32")}
                           for b in bs},
@@ -277,28 +282,30 @@ run_fingerprint_placeholder = "0" * 16  # train.run.run_fingerprint: 16 hex digi
 EVALUATION_PNG_BYTES = {"base": 37_700, "per_perturbation": 4_560, "reliability": 37_000}
 
 
-def evaluation_bytes(cfg: dict, classes: int = 19) -> dict[str, int]:
+def evaluation_bytes(evaluate: EvaluateSettings, classes: int = 19) -> dict[str, int]:
     """evaluation.json and .md of a stand-in result with the real structure (one row per model, set, perturbation and
     length bucket, ten error examples per model, per-language counts and misreadings of each of the `classes`
     languages, the calibration bins, the goals), and the plot."""
     from ..data import sources
-    from ..deploy.evaluation import BUCKETS, CLEAN, GOAL_LENGTHS, py3langid_installed
-    from ..deploy.evaluation_report import goals, render_markdown
+    from ..evaluate.accuracy import BUCKETS, GOAL_LENGTHS
+    from ..evaluate.reference import py3langid_installed
+    from ..evaluate.report import goals, render_markdown
+    from ..evaluate.sets import CLEAN
 
     models = ["teacher", "student", "onnx_fp32", "onnx_int8", "ngram"]
     if py3langid_installed():
         models += ["py3langid", "py3langid_all"]
-    styles = {sources.catalog()[s]["style"] for s in cfg["evaluate"]["sources"] if s in sources.catalog()}
+    styles = {sources.catalog()[s]["style"] for s in evaluate.sources if s in sources.catalog()}
     sets = (["prose", "phrases"] if "prose" in styles else []) + (["ui"] if "ui" in styles else [])
     # a set spans most length buckets but rarely all four (prose has no text under 20 characters, UI strings
     # few over 100): five rows of the seven (buckets, goal lengths and "all") per model, set and perturbation
     # (between the tiny and the default run)
     buckets = ([b[0] for b in BUCKETS + GOAL_LENGTHS] + ["all"])[2:]
     rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200, "scope": "all"}
-            for s in sets for k in [CLEAN, *cfg["evaluate"]["perturbations"]] for b in buckets for m in models]
+            for s in sets for k in [CLEAN, *evaluate.perturbations] for b in buckets for m in models]
     # ten misread texts per model and set, of held-out length (70 characters, a sixth of them non-ASCII: \\uXXXX)
     example = {"set": "phrases", "text": "x" * 58 + "\u0436" * 12, "label": "xx"}
-    result = {"sources": cfg["evaluate"]["sources"], "sets": {s: 1234 for s in sets}, "rows": rows,
+    result = {"sources": evaluate.sources, "sets": {s: 1234 for s in sets}, "rows": rows,
               "examples": {m: [example] * 10 * len(sets) for m in models},
               "missing": [] if "py3langid" in models else ["x" * 25]}
     # per model and language: texts, right answers and (a few) languages it was misread as
@@ -312,4 +319,4 @@ def evaluation_bytes(cfg: dict, classes: int = 19) -> dict[str, int]:
     result["goals"] = goals(rows)
     return {"evaluation.json (estimate)": json_len(result), "evaluation.md (estimate)": len(render_markdown(result).encode()),
             "evaluation.png (estimate)": EVALUATION_PNG_BYTES["base"] + EVALUATION_PNG_BYTES["reliability"]
-            + EVALUATION_PNG_BYTES["per_perturbation"] * len(cfg["evaluate"]["perturbations"])}
+            + EVALUATION_PNG_BYTES["per_perturbation"] * len(evaluate.perturbations)}

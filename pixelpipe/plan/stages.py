@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config.settings import CheckpointSettings
 from ..data.corpus import shard_count
 from ..model.encoder import EncoderConfig, flops_per_sample
+from ..train.settings import RoleSettings, TrainSettings
 from .inputs import SPLITS, PlanInputs
 from .memory import (
     BASELINE_BYTES_PER_NGRAM,
@@ -64,8 +64,8 @@ class StagePlan:
     name: str
     peak_host_bytes: int
     disk_written_bytes: int
-    time: WallTime | None = None  # alone, at the published rates; workflow.py calibrates and schedules it
-    wall_s: float | None = None  # the plan's prediction: calibrated, with the sharing of cores
+    time: WallTime | None = None  # alone, at the published rates; workflow.py scales it by the time factors and schedules it
+    wall_s: float | None = None  # the plan's prediction: scaled by the time factors, with the sharing of cores
     peak_gpu_allocated_bytes: int | None = None
     peak_gpu_reserved_bytes: int | None = None
     checkpoint_bytes: int | None = None
@@ -85,12 +85,12 @@ class StagePlan:
         return d
 
 
-def _train_steps(n_train: int, tcfg: dict) -> tuple[int, int]:
+def _train_steps(n_train: int, train: TrainSettings) -> tuple[int, int]:
     """Batch and optimizer steps as sampling.schedule counts them (an `auto` batch is planned at 64)."""
     from ..train.sampling import schedule
 
-    bs = tcfg["batch_size"] if tcfg["batch_size"] != "auto" else 64
-    return bs, schedule(max(n_train, bs), bs, tcfg["epochs"])[1]
+    bs = 64 if train.batch_size_auto else train.batch_size
+    return bs, schedule(max(n_train, bs), bs, train.epochs)[1]
 
 
 def predict_corpus(inp: PlanInputs) -> StagePlan:
@@ -119,20 +119,20 @@ def predict_corpus(inp: PlanInputs) -> StagePlan:
 def predict_baseline(inp: PlanInputs) -> StagePlan:
     """The n-gram baseline: the three splits' parquet frames, ids of every 1-3-gram of every text (int64), the bag's
     weights with their gradient and Adam's two moments."""
-    bcfg = inp.cfg["baseline"]
+    baseline = inp.settings.baseline
     texts = inp.facts.texts
-    share = {s: min(1.0, bcfg["max_rows"] / t.rows) if t.rows else 1.0 for s, t in texts.items()}  # first max_rows
+    share = {s: min(1.0, baseline.max_rows / t.rows) if t.rows else 1.0 for s, t in texts.items()}  # first max_rows
     rows = sum(share[s] * t.rows for s, t in texts.items())
     ngrams = sum(share[s] * 3 * (t.codepoints + t.rows) for s, t in texts.items())  # " text ": L + 2, L + 1, L n-grams
     host = {"baseline": HOST_BASELINE["baseline"], "runtime": HOST_RUNTIME["baseline"],
             "frames (5 columns)": rows * HOST_RUNTIME["baseline_row"],
             "n-gram ids": BASELINE_BYTES_PER_NGRAM * ngrams,
-            "weights, gradient, Adam moments": 4 * 4 * bcfg["buckets"] * inp.classes}
-    model = safetensors_bytes({"bag.weight": ((bcfg["buckets"], inp.classes), "float32", 4),
+            "weights, gradient, Adam moments": 4 * 4 * baseline.buckets * inp.classes}
+    model = safetensors_bytes({"bag.weight": ((baseline.buckets, inp.classes), "float32", 4),
                                "bias": ((inp.classes,), "float32", 4)})  # what evaluate scores
     return StagePlan("baseline", "baseline", int(sum(host.values())), BASELINE_METRICS_BYTES + model,
-                     samples=int(min(inp.sizes["train"], bcfg["max_rows"]) * bcfg["epochs"]),
-                     time=baseline_wall_s(ngrams * bcfg["epochs"]), detail={"host": host})
+                     samples=int(min(inp.sizes["train"], baseline.max_rows) * baseline.epochs),
+                     time=baseline_wall_s(ngrams * baseline.epochs), detail={"host": host})
 
 
 def predict_render(inp: PlanInputs) -> list[StagePlan]:
@@ -142,7 +142,8 @@ def predict_render(inp: PlanInputs) -> list[StagePlan]:
     for split in SPLITS:
         n, tally = inp.sizes[split], inp.facts.texts[split]
         shard_files = inp.shard_file_bytes(split)
-        manifest = render_manifest_bytes(inp.cfg, inp.stats[split], len(shard_files), inp.atlas, inp.row_dtype)
+        manifest = render_manifest_bytes(inp.settings.render, inp.shard_size, inp.stats[split], len(shard_files),
+                                         inp.atlas, inp.row_dtype)
         chunk = min(n, inp.shard_size)
         chars = chunk * tally.codepoints / max(tally.rows, 1)
         host = {"baseline": HOST_BASELINE["render"], "runtime": HOST_RUNTIME["render"],
@@ -161,12 +162,12 @@ def _train_host(inp: PlanInputs, mem_cpu: dict[str, Any], eval_batch: int, enc: 
                 eval_tokens: float) -> dict[str, int]:
     """Host RAM of a training job by part; on CUDA the training state lives on the GPU and the host
     holds the loader and the maps."""
-    engine = inp.cfg["engine"]
+    engine = inp.settings.engine
     host = {"baseline": HOST_BASELINE["torch"], "runtime": HOST_RUNTIME["train"],
             "weights+grads+optimizer": mem_cpu["weights"] + mem_cpu["gradients"] + mem_cpu["optimizer_state"],
             "activations": sum(mem_cpu["activations"].values()) + mem_cpu["backward_workspace"]
             + mem_cpu["allocator_overhead"] + mem_cpu["input_buffers"],
-            "loader workers (USS)": engine["num_workers"] * HOST_RUNTIME["loader_worker"]}
+            "loader workers (USS)": engine.num_workers * HOST_RUNTIME["loader_worker"]}
     if inp.cuda:
         host["weights+grads+optimizer"] = mem_cpu["weights"]
         host["activations"] = 0
@@ -175,11 +176,12 @@ def _train_host(inp: PlanInputs, mem_cpu: dict[str, Any], eval_batch: int, enc: 
     return {k: int(v) for k, v in host.items()}
 
 
-def _train_tokens(inp: PlanInputs, enc: EncoderConfig, tcfg: dict, bs: int, eval_bs: int) -> dict[str, float]:
+def _train_tokens(inp: PlanInputs, enc: EncoderConfig, settings: TrainSettings, bs: int,
+                  eval_bs: int) -> dict[str, float]:
     """Tokens per trimmed batch: training (after the random windows), evaluation, and the peak (the longest text)."""
     train, val, test = (inp.lengths[s] for s in SPLITS)
-    window = (tcfg["window_prob"], tcfg["window_min_chars"])
-    group = inp.cfg["engine"]["length_grouping"]
+    window = (settings.window_prob, settings.window_min_chars)
+    group = inp.settings.engine.length_grouping
     return {"train_batch": train.grouped_batch_tokens(enc, bs, group, *window),
             "val_batch": val.sorted_batch_tokens(enc, eval_bs), "test_batch": test.sorted_batch_tokens(enc, eval_bs),
             "peak": train.peak_tokens(enc),
@@ -197,39 +199,40 @@ def table_elements(enc: EncoderConfig, clusters: float) -> float:
     return grams * enc.ngram_dim
 
 
-def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors: dict, extra_host: dict,
-                   keep: int, every: int) -> tuple[StagePlan, int]:
-    """A train_<role> job and the bytes of one of its checkpoints."""
-    cfg, engine = inp.cfg, inp.cfg["engine"]
-    tcfg = cfg[role]["train"]
-    bs, steps = _train_steps(inp.sizes["train"], tcfg)
-    micro = bs // engine["grad_accum_steps"]
-    tokens = _train_tokens(inp, enc, tcfg, micro, max(64, micro))
+def _predict_train(inp: PlanInputs, role: RoleSettings, enc: EncoderConfig, extra_tensors: dict,
+                   extra_host: dict) -> tuple[StagePlan, int]:
+    """A train_<role> job and the bytes of one of its checkpoints (its policy: the role's checkpoint settings, as
+    train.run hands them to the Trainer)."""
+    engine, train = inp.settings.engine, role.train
+    keep, every = role.checkpoint.keep_last, role.checkpoint.every_steps
+    bs, steps = _train_steps(inp.sizes["train"], train)
+    micro = bs // engine.grad_accum_steps
+    tokens = _train_tokens(inp, enc, train, micro, max(64, micro))
     extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())
     mem = functools.partial(predict_train_memory, enc, micro,
-                            activation_checkpointing=engine["activation_checkpointing"],
-                            grad_free_cycles=engine["grad_free_cycles"], extra_params=extra_params,
-                            tokens=tokens["peak"], images=bool(engine["augment"]))
+                            activation_checkpointing=engine.activation_checkpointing,
+                            grad_free_cycles=engine.grad_free_cycles, extra_params=extra_params,
+                            tokens=tokens["peak"], images=bool(engine.augment))
     mem_cpu = mem(precision="fp32", device="cpu")
     host = _train_host(inp, mem_cpu, max(64, micro), enc, tokens["eval_peak"])
     # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
     # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
     page_cache = {"cache pages (mmap, all splits)": inp.cache_bytes, **extra_host}
     model_file = safetensors_bytes(model_tensors(enc))
-    cfg_json = model_config_bytes(cfg, role, enc, inp.classes, inp.atlas, inp.stats["train"])
-    csv = metrics_csv_bytes(tcfg["epochs"])
-    ckpt = checkpoint_bytes(enc, extra_tensors, tcfg["epochs"])
+    cfg_json = model_config_bytes(role, inp.settings.render, enc, inp.classes, inp.atlas, inp.stats["train"])
+    csv = metrics_csv_bytes(train.epochs)
+    ckpt = checkpoint_bytes(enc, extra_tensors, train.epochs)
     flops = {k: flops_per_sample(enc, tokens=tokens[f"{k}_batch"]) for k in ("train", "val", "test")}
     samples = steps * bs
-    evaluated = inp.sizes["val"] * math.ceil(tcfg["epochs"]) + inp.sizes["test"]
+    evaluated = inp.sizes["val"] * math.ceil(train.epochs) + inp.sizes["test"]
     per_text = table_elements(enc, tokens["mean_clusters"])
-    wall = train_wall_s(flops["train"], samples, inp.sizes["val"] * math.ceil(tcfg["epochs"]) * flops["val"]
+    wall = train_wall_s(flops["train"], samples, inp.sizes["val"] * math.ceil(train.epochs) * flops["val"]
                         + inp.sizes["test"] * flops["test"], inp.gflops, enc.core, inp.cuda,
                         samples * per_text, evaluated * per_text)
     saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
     left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
-    sp = StagePlan(f"train_{role}", role, sum(host.values()), model_file + cfg_json + csv, time=wall, samples=samples,
-                   checkpoint_bytes=left,
+    sp = StagePlan(f"train_{role.role}", role.role, sum(host.values()), model_file + cfg_json + csv, time=wall,
+                   samples=samples, checkpoint_bytes=left,
                    detail={"host": host, "page_cache (not in host)": page_cache,
                            "disk": {"model.safetensors": model_file, "config.json (estimate)": cfg_json,
                                     "metrics.csv (estimate)": csv, "checkpoint (each)": ckpt},
@@ -243,9 +246,8 @@ def _predict_train(inp: PlanInputs, role: str, enc: EncoderConfig, extra_tensors
 
 
 def predict_train_teacher(inp: PlanInputs) -> tuple[StagePlan, int]:
-    """The teacher: its checkpoint policy is the config's teacher.checkpoint, as train.run.train_teacher reads it."""
-    ck = CheckpointSettings.from_section(inp.cfg["teacher"]["checkpoint"])
-    return _predict_train(inp, "teacher", inp.teacher, {}, {}, keep=ck.keep_last, every=ck.every_steps)
+    """The teacher: labels only."""
+    return _predict_train(inp, inp.settings.teacher, inp.teacher, {}, {})
 
 
 def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
@@ -253,9 +255,7 @@ def predict_train_student(inp: PlanInputs) -> tuple[StagePlan, int]:
     teacher, student = inp.teacher, inp.student
     adapter = {"adapter.weight": ((teacher.dim, student.dim), "float32", 4), "adapter.bias": ((teacher.dim,), "float32", 4)}
     teacher_maps = inp.sizes["train"] * (inp.classes * 4 + teacher.num_capsules * teacher.dim * 2)
-    ck = CheckpointSettings.from_section(inp.cfg["student"]["checkpoint"])
-    return _predict_train(inp, "student", student, adapter, {"teacher outputs (mmap)": teacher_maps},
-                          keep=ck.keep_last, every=ck.every_steps)
+    return _predict_train(inp, inp.settings.student, student, adapter, {"teacher outputs (mmap)": teacher_maps})
 
 
 def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...], Any]]:
@@ -268,7 +268,7 @@ def _encoded_fields(inp: PlanInputs, n: int) -> dict[str, tuple[tuple[int, ...],
 def predict_encode(inp: PlanInputs, split: str) -> list[StagePlan]:
     """One encode job per cache shard of `split`: the shard sorted by length and cut into batches, each trimmed to
     its longest text."""
-    teacher, eb = inp.teacher, inp.cfg["encode"]["batch_size"]
+    teacher, eb = inp.teacher, inp.settings.encode_batch_size
     out_per_sample = sum(int(np.prod(s[1:])) * np.dtype(t).itemsize for s, t in _encoded_fields(inp, 1).values())
     teacher_params = sum(int(np.prod(s)) for s in param_shapes(teacher))
     lengths = inp.lengths[split]
@@ -365,7 +365,8 @@ def student_onnx(inp: PlanInputs) -> StudentOnnx:
     """The student's parameter count and ONNX sizes, computed once for the three deploy stages."""
     student = inp.student
     params = sum(int(np.prod(v[0])) for v in model_tensors(student).values())
-    meta = onnx_metadata(inp.cfg, student, inp.classes, inp.atlas, inp.stats["train"])
+    meta = onnx_metadata(inp.settings.student, inp.settings.render, student, inp.classes, inp.atlas,
+                         inp.stats["train"])
     tokens = max(inp.lengths[s].peak_tokens(student) for s in ("val", "test"))
     return StudentOnnx(student, params, onnx_bytes(student, meta, inp.glyphs), tokens)
 
@@ -397,9 +398,9 @@ def predict_export_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
 
 
 def predict_quantize_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
-    qcfg = inp.cfg["quantize"]
-    calib = min(qcfg["calibration_samples"], inp.sizes["train"]) if qcfg["method"] == "static" else 0
-    batch = max(min(64, calib), min(256, inp.sizes["test"]))  # calibration batches of 64, accuracy batches of 256
+    quantize = inp.settings.quantize
+    calib = min(quantize.range_samples, inp.sizes["train"]) if quantize.method == "static" else 0
+    batch = max(min(64, calib), min(256, inp.sizes["test"]))  # range batches of 64, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
             "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * onnx.without_ngrams + onnx.int8,
             "largest batch": _feeds_bytes(inp, batch),
@@ -411,18 +412,18 @@ def predict_quantize_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
 
 
 def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
-    dcfg = inp.cfg["deploy_benchmark"]
+    bench = inp.settings.deploy_benchmark
     n_test = inp.sizes["test"]
-    batch = max(max(dcfg["batch_sizes"]), min(256, n_test))  # timing batches, accuracy batches of 256
+    batch = max(max(bench.batch_sizes), min(256, n_test))  # timing batches, accuracy batches of 256
     host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["deploy_benchmark"],
             "models (torch, ONNX fp32, int8)": 4 * onnx.params + onnx.fp32 + onnx.int8,
             "test rows": _rows_bytes(inp, n_test),
             "largest batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(batch)}
     host = {k: int(v) for k, v in host.items()}
-    reports = deploy_report_bytes(inp.cfg, inp.student, onnx.fp32, onnx.int8, n_test)
+    reports = deploy_report_bytes(bench, inp.student, onnx.fp32, onnx.int8, n_test)
     # the test split scored by each form (torch, fp32, int8), then each batch size timed `repeats` times per form
-    texts = 3 * (n_test + dcfg["repeats"] * sum(dcfg["batch_sizes"]))
+    texts = 3 * (n_test + bench.repeats * sum(bench.batch_sizes))
     return StagePlan("deploy_benchmark", "student", sum(host.values()), sum(reports.values()),
                      time=benchmark_wall_s(texts), detail={"host": host, "disk": reports})
 
@@ -431,14 +432,14 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
     """The held-out evaluation: the two torch models, the two ONNX sessions and the n-gram baseline loaded at
     once, the held-out sets (small, fixed by the shipped sources), one torch batch of the teacher; its files are
     the evaluation JSON (one row per model, set, perturbation and length bucket), its Markdown and its plot."""
-    from ..deploy.evaluation import py3langid_installed
+    from ..evaluate.reference import py3langid_installed
 
-    ecfg = inp.cfg["evaluate"]
-    batch = ecfg["batch_size"]
+    evaluate = inp.settings.evaluate
+    batch = evaluate.batch_size
     host = {"baseline": HOST_BASELINE["deploy"], "runtime": HOST_RUNTIME["evaluate"],
             "torch models (teacher, student)": 4 * (teacher_params + onnx.params),
             "ONNX sessions (fp32, int8)": onnx.fp32 + onnx.int8,
-            "n-gram baseline": 4 * inp.cfg["baseline"]["buckets"] * inp.classes,
+            "n-gram baseline": 4 * inp.settings.baseline.buckets * inp.classes,
             # the teacher's forward on the longest batch (scored first, core.order.longest_first)
             "largest batch (teacher forward)": predict_inference_memory(
                 inp.teacher, batch, "fp32", "cpu", tokens=max(inp.lengths[x].peak_tokens(inp.teacher) for x in ("val", "test")))
@@ -446,9 +447,9 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64),
             "py3langid's model (when installed)": HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
     host = {k: int(v) for k, v in host.items()}
-    disk = evaluation_bytes(inp.cfg, inp.classes)
+    disk = evaluation_bytes(evaluate, inp.classes)
     # each held-out text (three sets, per_language per language) read clean and perturbed by every model
     models = 5 + (2 if py3langid_installed() else 0)
-    scores = 3 * ecfg["per_language"] * inp.classes * (1 + len(ecfg["perturbations"])) * models
+    scores = 3 * evaluate.per_language * inp.classes * (1 + len(evaluate.perturbations)) * models
     return StagePlan("evaluate", "heldout", sum(host.values()), sum(disk.values()), time=evaluate_wall_s(scores),
                      detail={"host": host, "disk": disk, "scores": scores})

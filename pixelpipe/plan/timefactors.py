@@ -9,8 +9,8 @@ working directory, outside results/ so it outlives a results directory and can b
 keyed by machine: the CPU model and core count, or the GPU's name. The report rule writes it, the plan rule
 reads it (rules/report.smk says how each declares it).
 
-Not to be confused with the other fits this project calls calibration: the models' temperature (train/calibrate.py),
-the int8 activation ranges (deploy/quantize.py) and the held-out calibration error (core/reliability.py).
+Not to be confused with calibration, which in this project means only the models' probabilities: the temperature
+fit (train/calibrate.py) and the held-out calibration error (evaluate/calibration.py).
 """
 
 from __future__ import annotations

@@ -45,12 +45,12 @@ CPU_INFER_EFFICIENCY = {"recursive": 1.75, "none": 0.4}
 ENCODE_STARTUP_S = 0.2
 
 
-def sustained_gflops(report: dict, cuda: bool, profile: str = "cpu") -> float:
+def sustained_gflops(cpu_gflops: float, gpu_tflops: float | None, cuda: bool, profile: str = "cpu") -> float:
     """The throughput the predictions divide by, in GFLOP/s: report.gpu_tflops (default: the profile's
     GPU_TFLOPS; an A10G's where the profile is auto or cpu) on CUDA, report.cpu_gflops on CPU."""
     if cuda:
-        return 1000 * (report.get("gpu_tflops") or GPU_TFLOPS.get(profile, GPU_TFLOPS["a10g"]))
-    return report["cpu_gflops"]
+        return 1000 * (gpu_tflops or GPU_TFLOPS.get(profile, GPU_TFLOPS["a10g"]))
+    return cpu_gflops
 
 
 def _rate(gflops: float, core: str, cuda: bool, table: dict[str, float] = CPU_CORE_EFFICIENCY) -> float:
@@ -82,7 +82,7 @@ def encode_wall_s(flops: float, samples: int, gflops: float, core: str = "recurs
 
 
 # The data stages' rates on the 2-core machine (one process each), and what a job spends besides its rows
-# (imports, the atlas, fonts, loading the shipped sources). Calibrated on runs other than those it is checked
+# (imports, the atlas, fonts, loading the shipped sources). Fitted on runs other than those it is checked
 # on in docs/benchmarks.md: the default run (76,000 real rows), and a corpus of 40,000 Faker rows.
 DATA_RATES = {  # corpus: 37,994 and 75,987 real rows in 2.48 and 4.53 s; 40,000 Faker rows in 4.75 s
               "corpus_real_rows_per_s": 18_500, "corpus_faker_rows_per_s": 9_260, "corpus_startup_s": 0.43,

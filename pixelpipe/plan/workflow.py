@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.settings import HardwareSettings
 from .timefactors import TimeFactors, load_time_factors, machine_key
-from .inputs import PlanInputs, plan_inputs
+from .inputs import PlanInputs, PlanSettings, plan_inputs
 from .memory import (
     BASELINE_BYTES_PER_NGRAM,
     CPU_INFER_FACTOR,
@@ -37,7 +38,7 @@ from .stages import (
 def _disk_totals(inp: PlanInputs, stages: list[StagePlan], teacher: tuple[StagePlan, int], encoded_peak: int,
                  student: tuple[StagePlan, int], onnx: StudentOnnx) -> dict[str, int]:
     """Disk per artifact group at its peak; `stages` ends with the three deploy stages."""
-    keep_last = inp.cfg["student"]["checkpoint"]["keep_last"]
+    keep_last = inp.settings.student.checkpoint.keep_last
     return {
         "corpus": stages[0].disk_written_bytes,
         "cache": sum(s.disk_written_bytes for s in stages if s.rule == "render"),
@@ -63,12 +64,18 @@ def plan_workflow(cfg: dict, exact: bool = True, cores: int | None = None,
     cores: Snakemake's --cores (default 4, the README's command); time_factors: this machine's time factors
     (default: read from time_factors.file for the machine the planner runs on).
     """
-    inp = plan_inputs(cfg, exact)
+    return plan_from_settings(PlanSettings.from_config(cfg), exact, cores, time_factors)
+
+
+def plan_from_settings(settings: PlanSettings, exact: bool = True, cores: int | None = None,
+                       time_factors: TimeFactors | None = None) -> dict[str, Any]:
+    """`plan_workflow` below its entry: the config already resolved into the planner's settings."""
+    inp = plan_inputs(settings, exact)
     stages = [predict_corpus(inp), predict_baseline(inp), *predict_render(inp)]
     teacher = predict_train_teacher(inp)
     stages.append(teacher[0])
     encoded_peak = 0
-    for split in cfg["encode"]["splits"]:  # encode (one job per shard), then consolidate (one per split)
+    for split in settings.encode_splits:  # encode (one job per shard), then consolidate (one per split)
         encode = predict_encode(inp, split)
         # consolidate deletes each shard once copied: a split's shards and its dataset never both exist whole, so
         # beyond the dataset the split holds one shard at most
@@ -82,32 +89,36 @@ def plan_workflow(cfg: dict, exact: bool = True, cores: int | None = None,
     # Every dataset with one encoded shard of each split beside it: an upper bound on the DAG's disk peak,
     # whatever the job order (a split's shards are deleted as its dataset grows).
     disk_peak = sum(disk_totals.values())
-    report = inp.report
-    time_factors = time_factors or load_time_factors(cfg["time_factors"]["file"], plan_machine(cfg))
-    timing = schedule_stages(stages, time_factors, cfg, cores or DEFAULT_CORES)
+    time_factors = time_factors or load_time_factors(settings.time_factors_file, machine_of(settings.hardware))
+    timing = schedule_stages(stages, time_factors, settings, cores or DEFAULT_CORES)
     return {"stages": [dict(rule=s.rule, name=s.name, key=s.key, **s.prediction()) for s in stages],
             "run": timing, "peak_host_bytes": max(s.peak_host_bytes for s in stages),
             "disk": disk_totals, "disk_peak_bytes": disk_peak,
             "disk_final_bytes": disk_peak - disk_totals["encoded shards (temp: one per split beside its dataset)"]
-            - disk_totals["student checkpoints (peak)"] + cfg["student"]["checkpoint"]["keep_last"] * student[1]
+            - disk_totals["student checkpoints (peak)"] + settings.student.checkpoint.keep_last * student[1]
             - disk_totals["ONNX temporaries (quantize)"],
             "device": "cuda" if inp.cuda else "cpu", "precision": inp.precision,
             "corpus": {"exact": inp.facts.exact, "rows": inp.sizes, "glyphs": inp.glyphs,
                        "mean_clusters": {s: inp.lengths[s].mean for s in inp.lengths},
                        "longest_clusters": {s: inp.lengths[s].longest for s in inp.lengths}},
-            "calibration": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
+            "constants": {"host_baseline": HOST_BASELINE, "host_runtime": HOST_RUNTIME,
                             "cpu_infer_factor": CPU_INFER_FACTOR, "cpu_train_transient": CPU_TRAIN_TRANSIENT,
                             "onnxruntime_arena_factor": ORT_ARENA_FACTOR,
                             "baseline_bytes_per_ngram": BASELINE_BYTES_PER_NGRAM,
-                            "cpu_gflops": report.get("cpu_gflops"), "gpu_tflops": report.get("gpu_tflops"),
+                            "cpu_gflops": settings.cpu_gflops, "gpu_tflops": settings.gpu_tflops,
                             "time_factors": {r: vars(f) for r, f in time_factors.rules.items()}}}
 
 
 def plan_machine(cfg: dict) -> str:
+    """The time factors' key of the machine the plan of a resolved config is for (`machine_of` its hardware)."""
+    return machine_of(HardwareSettings.from_section(cfg["hardware"]))
+
+
+def machine_of(hardware: HardwareSettings) -> str:
     """The time factors' key of the machine the plan is for: this CPU, and the GPU the profile will use."""
-    if cfg["hardware"]["profile"] == "cpu":
+    if hardware.profile == "cpu":
         return machine_key()
     from ..core.hardware import probe_device
 
-    info = probe_device(cfg["hardware"]["device"])
-    return machine_key(info.name if info.kind == "cuda" else f"{cfg['hardware']['profile']} (profile; no GPU here)")
+    info = probe_device(hardware.device)
+    return machine_key(info.name if info.kind == "cuda" else f"{hardware.profile} (profile; no GPU here)")

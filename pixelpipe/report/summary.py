@@ -55,7 +55,7 @@ def accuracy_summary(results_dir: str | Path) -> str:
         lines.append(f"  {r['model']:24s} test accuracy {r['test_accuracy']:.4f}" + (f"  ({', '.join(extra)})" if extra else ""))
     heldout = Path(results_dir) / "eval" / "evaluation.json"
     if heldout.exists():
-        from ..deploy.evaluation import clean_accuracy_all_sets
+        from ..evaluate.accuracy import clean_accuracy_all_sets
 
         clean = clean_accuracy_all_sets(read_json(heldout)).iloc[0]
         lines.append("  held-out real text (results/eval/evaluation.md), all sets: "
@@ -72,7 +72,7 @@ def heldout_lines(results_dir: str | Path) -> list[str]:
     path = Path(results_dir) / "eval" / "evaluation.json"
     if not path.exists():
         return []
-    from ..deploy.evaluation import accuracy_table
+    from ..evaluate.accuracy import accuracy_table
 
     result = read_json(path)
     table = accuracy_table(result["rows"], perturbation="clean", bucket="all")

@@ -14,6 +14,7 @@ import array
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +23,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config.settings import Section
 from ..data.atlas import normalize
 
 if TYPE_CHECKING:
     import pandas as pd
 
 ORDERS = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class BaselineSettings(Section):
+    """The `baseline:` section: the hash table's size, the training recipe and how many train rows it reads."""
+
+    SECTION = "baseline"
+
+    buckets: int
+    epochs: int
+    lr: float
+    batch_size: int
+    max_rows: int
 
 
 def ngram_ids(texts: Sequence[str], buckets: int) -> tuple[torch.Tensor, torch.Tensor]:

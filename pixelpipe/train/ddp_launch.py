@@ -98,11 +98,13 @@ def _gpu_peaks(d: distributed.Dist) -> dict:
 
 def worker(spec_path: str) -> None:
     """One rank: join the group, run the stage, rank 0 writes (result, summary) where the job reads it."""
+    from ..config.settings import HardwareSettings
     from ..core.hardware import detect_device
 
     spec = read_json(spec_path)
     kwargs = {k: Path(v) if k in PATH_ARGS and v is not None else v for k, v in spec["kwargs"].items()}
-    d = distributed.init(detect_device(kwargs["cfg"]["hardware"]["device"]).kind)
+    # the process group's backend follows the device; the stage function turns the rest of the config into settings
+    d = distributed.init(detect_device(HardwareSettings.from_section(kwargs["cfg"]["hardware"]).device).kind)
 
     def log(msg: str) -> None:
         if d.main:

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config.settings import Section
 from .engine import Objective
 from .scoring import model_inputs
-
-
-@dataclass
-class DistillSettings(Section):
-    """The `student.distill` section: the temperature and the weights of the three loss terms."""
-
-    SECTION = "student.distill"
-
-    temperature: float
-    ce_weight: float
-    kl_weight: float
-    sketch_weight: float
+from .settings import DistillSettings  # the `student.distill` section (train.settings); imported from here too
 
 
 class ClassificationObjective(Objective):

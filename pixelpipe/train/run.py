@@ -4,6 +4,11 @@ Both stages run the same `engine.Trainer`; they differ only in the model size
 and the objective (labels for the teacher; labels + teacher logits + teacher
 sketches for the student). Under torchrun every rank runs the same stage
 function; rank 0 alone writes the model, metrics and checkpoints.
+
+The config stops at the two entry functions, `train_teacher` and `train_student`: each turns it into its
+role's settings once (`train.settings.TeacherSettings`, `StudentSettings`), and every function below takes those
+typed settings, never the config. (`encoder_config` is the way in for scripts that read a config themselves, as
+in bench/.)
 """
 
 from __future__ import annotations
@@ -12,15 +17,16 @@ import csv
 import hashlib
 import io as _io
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
 import pixelpipe
 
 from ..config.resolve import output_affecting
-from ..config.settings import CheckpointSettings
 from ..core import distributed
 from ..core.device import configure_backends, intra_op_threads
 from ..core.hardware import DeviceInfo, detect_device
@@ -33,34 +39,36 @@ from ..data.text_augment import TextAugmenter
 from ..model.checkpoint import list_checkpoints, load_model, rotate_checkpoints, save_model
 from ..model.encoder import EncoderConfig, TRMVisionEncoder, count_parameters, flops_per_sample, init_seed_everything
 from .calibrate import calibrate, fold_temperature
-from .distill import ClassificationObjective, DistillationObjective, DistillSettings
+from .distill import ClassificationObjective, DistillationObjective
 from .engine import Trainer
 from .parts import PartTimer
 from .scoring import evaluate
-from .settings import EngineSettings, TrainResult, TrainSettings
+from .settings import EngineSettings, RoleSettings, StudentSettings, TeacherSettings, TrainResult, TrainSettings
 
 METRIC_COLUMNS = ("epoch", "step", "split", "loss", "accuracy", "lr", "samples_per_s")
 
 
-def encoder_config(model_cfg: dict, render_settings: dict, num_classes: int) -> EncoderConfig:
-    """The encoder for a `{role}.model` section and the render settings its images were drawn with."""
+def encoder_config(model_cfg: Mapping[str, Any], render_settings: Mapping[str, Any],
+                   num_classes: int) -> EncoderConfig:
+    """The encoder for a raw `{role}.model` section, for scripts that read a config themselves (bench/). Training
+    builds it from its settings (`ModelSettings.encoder`)."""
     return EncoderConfig.from_section(model_cfg, render_settings, num_classes)
 
 
-def text_length(train_cfg: dict, manifest: dict) -> dict:
+def trained_text_length(train: TrainSettings, manifest: dict) -> dict:
     """The text lengths training saw, so predict warns only about inputs truly outside them.
 
     min_chars: the shortest training window (or the shortest training text, without windows);
     max_chars: what the layout holds (longer texts are truncated, in training as in predict).
     """
     shortest = manifest["shortest_clusters"]
-    if train_cfg["window_prob"] > 0:
-        shortest = min(shortest, train_cfg["window_min_chars"])
+    if train.window_prob > 0:
+        shortest = min(shortest, train.window_min_chars)
     cells = manifest["render"]["lines"] * manifest["render"]["line_chars"]
     return {"min_chars": int(shortest), "max_chars": int(min(manifest["longest_clusters"], cells))}
 
 
-def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> dict:
+def model_extras(train: TrainSettings, labels: list[str], train_split: CacheSplit) -> dict:
     """What a model's config.json carries besides the encoder: labels, rendering, the atlas, text lengths, which
     glyphs the training texts contain (predict's notice about characters training never saw) and the scripts of
     their letters (a text with none of them gets no language)."""
@@ -68,25 +76,44 @@ def model_extras(role_cfg: dict, labels: list[str], train_split: CacheSplit) -> 
     trained = [i for i, c in enumerate(counts) if c > 0]
     clusters = train_split.atlas.clusters
     return {"labels": labels, "render": train_split.render_settings, "atlas": train_split.manifest["atlas"],
-            "text_length": text_length(role_cfg["train"], train_split.manifest),
+            "text_length": trained_text_length(train, train_split.manifest),
             "trained_glyphs": trained, "scripts": known_scripts(clusters[i] for i in trained)}
 
 
-def augmenter(role_cfg: dict, split: CacheSplit, labels: list[str], seed: int) -> TextAugmenter | None:
+def augmenter(train: TrainSettings, split: CacheSplit, labels: list[str], seed: int) -> TextAugmenter | None:
     """The training texts' rewriter for `{role}.train.augment` (None when no kind is listed)."""
-    train = role_cfg["train"]
-    if not train["augment"]:
+    if not train.augment:
         return None
-    return TextAugmenter(split.atlas, split.settings, train["augment"], train["augment_prob"], labels, seed)
+    return TextAugmenter(split.atlas, split.settings, train.augment, train.augment_prob, labels, seed)
 
 
-def setup_device(cfg: dict, threads: int | None) -> tuple[DeviceInfo, torch.device, EngineSettings]:
-    info = detect_device(cfg["hardware"]["device"])
-    settings = EngineSettings.from_config(cfg["engine"], info)
-    configure_backends(settings.tf32, intra_op_threads(settings.threads, settings.ddp_processes, threads))
+@dataclass(frozen=True)
+class StageDevice:
+    """Where this process trains: the device found, its torch device (this rank's GPU under DDP) and the engine
+    settings resolved for it."""
+
+    info: DeviceInfo
+    device: torch.device
+    engine: EngineSettings
+
+
+@dataclass(frozen=True)
+class Splits:
+    """The datasets a stage trains on (`train`, augmented), selects on (`val`) and reports (`test`)."""
+
+    train: CacheDataset
+    val: CacheDataset
+    test: CacheDataset
+
+
+def setup_device(role: RoleSettings, threads: int | None) -> StageDevice:
+    """Find the device of `hardware.device`, resolve the engine for it and set torch's backends and threads."""
+    info = detect_device(role.hardware.device)
+    engine = role.engine.for_device(info)
+    configure_backends(engine.tf32, intra_op_threads(engine.threads, engine.ddp_processes, threads))
     d = distributed.current()
     device = torch.device("cuda", d.local_rank) if info.kind == "cuda" and d.enabled else torch.device(info.kind)
-    return info, device, settings
+    return StageDevice(info, device, engine)
 
 
 def metrics_rows(history: list[dict], test: dict | None) -> list[dict]:
@@ -123,7 +150,7 @@ def checkpoint_batch_size(ckpt_dir: Path | None) -> int | None:
     return None
 
 
-def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
+def resolve_batch_size(train: TrainSettings, model: TRMVisionEncoder, objective, sample_batch: Callable[[int], dict],
                        engine: EngineSettings, device: torch.device, n_train: int, log: Callable[[str], None],
                        ckpt_dir: Path | None = None) -> tuple[int, dict | None]:
     """(effective batch size, finder report or None). 'auto' searches, unless a checkpoint fixes it.
@@ -131,9 +158,8 @@ def resolve_batch_size(role_cfg: dict, model: TRMVisionEncoder, objective, sampl
     Under DDP rank 0 searches for one process (on CPU within its share of the RAM the ranks share), the
     others take its answer, and the global batch is that times the number of processes.
     """
-    bs = role_cfg["train"]["batch_size"]
-    if bs != "auto":
-        return int(bs), None
+    if not train.batch_size_auto:
+        return int(train.batch_size), None
     resumed = checkpoint_batch_size(ckpt_dir)
     if resumed is not None:
         log(f"batch size auto: resuming, so keeping the checkpoint's batch size {resumed}")
@@ -170,14 +196,14 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
-def training_fingerprint(cfg: dict, role: str, data_files: list[Path]) -> str:
+def training_fingerprint(role: RoleSettings, data_files: list[Path]) -> str:
     """Identity of a training run: its config slice, the bytes it learns from and the code that learns.
 
     Checkpoints carry it, so a resumed run is always the same run (never another config's, and never
     one from before a fix in the model or the loss).
     """
-    return run_fingerprint({role: cfg[role], "engine": output_affecting(cfg["engine"]), "seed": cfg["seed"],
-                            "data": [sha256_file(p) for p in data_files], "code": source_hash()})
+    return run_fingerprint({role.role: role.role_section(), "engine": output_affecting(role.engine.to_section()),
+                            "seed": role.seed, "data": [sha256_file(p) for p in data_files], "code": source_hash()})
 
 
 def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
@@ -192,16 +218,16 @@ def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str
     write_text(marker, fingerprint + "\n")
 
 
-def calibrated(model: TRMVisionEncoder, val_set, train_cfg: dict, engine: EngineSettings, device: torch.device,
+def calibrated(model: TRMVisionEncoder, val_set, train: TrainSettings, engine: EngineSettings, device: torch.device,
                seed: int, micro: int, log: Callable[[str], None]) -> dict | None:
     """Temperature scaling on the val split, folded into the head (train.calibrate); rank 0 fits, every rank folds
     its temperature, so the processes keep identical weights."""
-    if not train_cfg["calibrate"] or val_set is None or not len(val_set):
+    if not train.calibrate or val_set is None or not len(val_set):
         return None
     d = distributed.current()
     found = None
     if d.main:
-        found = calibrate(model, val_set, device, engine.precision, max(64, micro), train_cfg["window_min_chars"],
+        found = calibrate(model, val_set, device, engine.precision, max(64, micro), train.window_min_chars,
                           seed).to_dict()
     found = distributed.broadcast(found, d)
     if not d.main:
@@ -216,51 +242,43 @@ def calibrated(model: TRMVisionEncoder, val_set, train_cfg: dict, engine: Engine
     return found
 
 
-def _train_and_save(
-    role: str,
-    cfg: dict,
-    model: TRMVisionEncoder,
-    objective,
-    train_set,
-    val_set,
-    test_set,
-    out_dir: Path,
-    ckpt_dir: Path | None,
-    keep_last: int,
-    every_steps: int,
-    threads: int | None,
-    extra_config: dict,
-    log: Callable[[str], None],
-    engine: EngineSettings,
-    info: DeviceInfo,
-    device: torch.device,
-    profile_dir: Path | None,
-) -> tuple[TrainResult, dict]:
-    role_cfg = cfg[role]
+def _fit(role: RoleSettings, model: TRMVisionEncoder, objective, sets: Splits, stage: StageDevice,
+         ckpt_dir: Path | None, profile_dir: Path | None,
+         log: Callable[[str], None]) -> tuple[Trainer, TrainResult, dict]:
+    """Resolve the batch size, train, time the model's parts: (trainer, result, forward parts)."""
+    engine, device = stage.engine, stage.device
 
     def sample_batch(b: int) -> dict:
         """b real training samples (cycling through the split when it is smaller than b)."""
-        return train_set.__getitems__([i % len(train_set) for i in range(b)])
+        return sets.train.__getitems__([i % len(sets.train) for i in range(b)])
 
-    batch_size, search = resolve_batch_size(role_cfg, model, objective, sample_batch, engine, device,
-                                            len(train_set), log, ckpt_dir)
-    tcfg = {**role_cfg["train"], "batch_size": batch_size}
-    trainer = Trainer(model, objective, train_set, val_set, TrainSettings.from_section(tcfg), engine, device, seed=cfg["seed"],
-                      ckpt_dir=ckpt_dir, keep_last=keep_last, every_steps=every_steps, log=log,
-                      profile_dir=profile_dir, desc=role)
-    log(f"{role}: {count_parameters(model):,} parameters, {len(train_set)} train samples, batch {batch_size}, "
-        f"{trainer.total_steps} steps on {info.name} ({engine.precision})")
+    batch_size, search = resolve_batch_size(role.train, model, objective, sample_batch, engine, device,
+                                            len(sets.train), log, ckpt_dir)
+    ck = role.checkpoint
+    trainer = Trainer(model, objective, sets.train, sets.val, role.train.with_batch_size(batch_size), engine, device,
+                      seed=role.seed, ckpt_dir=ckpt_dir, keep_last=ck.keep_last, every_steps=ck.every_steps, log=log,
+                      profile_dir=profile_dir, desc=role.role)
+    log(f"{role.role}: {count_parameters(model):,} parameters, {len(sets.train)} train samples, batch {batch_size}, "
+        f"{trainer.total_steps} steps on {stage.info.name} ({engine.precision})")
     # Module hooks would break torch.compile graphs; under compile use engine.profiler instead.
     parts = PartTimer(model, device) if engine.compile == "none" else None
     result = trainer.fit()
-    result.resolved.update(hardware_profile=cfg["hardware"]["profile"], device_name=info.name,
+    info = stage.info
+    result.resolved.update(hardware_profile=role.hardware.profile, device_name=info.name,
                            device_capability=list(info.capability) if info.capability else None,
-                           batch_size_requested=role_cfg["train"]["batch_size"], batch_size_search=search)
-    forward_parts = parts.summary() if parts is not None else {}
-    calibration = calibrated(model, val_set, tcfg, engine, device, cfg["seed"], trainer.micro, log)
-    test = evaluate(model, test_set, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
-    log(f"{role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
-    mean_chars = float(train_set.split.manifest.get("mean_clusters") or model.cfg.cells)
+                           batch_size_requested=role.train.batch_size, batch_size_search=search)
+    return trainer, result, parts.summary() if parts is not None else {}
+
+
+def _train_and_save(role: RoleSettings, model: TRMVisionEncoder, objective, sets: Splits, stage: StageDevice,
+                    out_dir: Path, ckpt_dir: Path | None, profile_dir: Path | None, extra_config: dict,
+                    log: Callable[[str], None]) -> tuple[TrainResult, dict]:
+    engine, device = stage.engine, stage.device
+    trainer, result, forward_parts = _fit(role, model, objective, sets, stage, ckpt_dir, profile_dir, log)
+    calibration = calibrated(model, sets.val, trainer.train, engine, device, role.seed, trainer.micro, log)
+    test = evaluate(model, sets.test, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
+    log(f"{role.role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
+    mean_chars = float(sets.train.split.manifest.get("mean_clusters") or model.cfg.cells)
     summary = {"test_accuracy": test["accuracy"], "test_loss": test["loss"],
                "final_val_accuracy": result.history[-1].get("val_accuracy") if result.history else None,
                "train_wall_s": result.wall_s, "train_samples": result.samples, "parameters": count_parameters(model),
@@ -268,8 +286,8 @@ def _train_and_save(
                "calibration": calibration}
     t_write = time.perf_counter()
     if trainer.dist.main:
-        save_model(out_dir, model, {**extra_config, "role": role, "device": info.name,
-                                    "hardware_profile": cfg["hardware"]["profile"], "resolved": result.resolved,
+        save_model(out_dir, model, {**extra_config, "role": role.role, "device": stage.info.name,
+                                    "hardware_profile": role.hardware.profile, "resolved": result.resolved,
                                     "metrics": summary})
         write_metrics_csv(out_dir / "metrics.csv", metrics_rows(result.history, test))
     # writing the outputs, next to the step components (periodic checkpoint saves are in none of them)
@@ -280,62 +298,53 @@ def _train_and_save(
 def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path, threads: int | None = None,
                   log: Callable[[str], None] = print, ckpt_dir: Path | None = None,
                   profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
-    init_seed_everything(cfg["seed"])
-    info, device, engine = setup_device(cfg, threads)
+    """The teacher stage. The raw config stops here: it becomes `TeacherSettings`, and only those go further."""
+    role = TeacherSettings.from_config(cfg)
+    init_seed_everything(role.seed)
+    stage = setup_device(role, threads)
     labels = read_json(labels_path)["labels"]
     train_split = CacheSplit(cache_root / "train")
-    model = TRMVisionEncoder(encoder_config(cfg["teacher"]["model"], train_split.render_settings, len(labels)),
-                             atlas_tensor(train_split))
-    objective = ClassificationObjective(cfg["teacher"]["train"]["label_smoothing"])
+    model = TRMVisionEncoder(role.model.encoder(train_split.render_settings, len(labels)), atlas_tensor(train_split))
+    objective = ClassificationObjective(role.train.label_smoothing)
     if ckpt_dir is not None:
-        fingerprint = training_fingerprint(cfg, "teacher", [cache_root / "train" / "manifest.json", labels_path])
+        fingerprint = training_fingerprint(role, [cache_root / "train" / "manifest.json", labels_path])
         clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
-    train_set = CacheDataset(cache_root / "train", transform=augmenter(cfg["teacher"], train_split, labels, cfg["seed"]))
-    ck = CheckpointSettings.from_section(cfg["teacher"]["checkpoint"])
-    return _train_and_save(
-        "teacher", cfg, model, objective, train_set, CacheDataset(cache_root / "val"),
-        CacheDataset(cache_root / "test"), out_dir, ckpt_dir, keep_last=ck.keep_last, every_steps=ck.every_steps, threads=threads,
-        extra_config=model_extras(cfg["teacher"], labels, train_split),
-        log=log, engine=engine, info=info,
-        device=device, profile_dir=profile_dir,
-    )
+    train_set = CacheDataset(cache_root / "train", transform=augmenter(role.train, train_split, labels, role.seed))
+    sets = Splits(train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"))
+    return _train_and_save(role, model, objective, sets, stage, out_dir, ckpt_dir, profile_dir,
+                           extra_config=model_extras(role.train, labels, train_split), log=log)
 
 
 def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: Path, labels_path: Path,
                   out_dir: Path, ckpt_dir: Path, threads: int | None = None, log: Callable[[str], None] = print,
                   profile_dir: Path | None = None) -> tuple[TrainResult, dict]:
-    init_seed_everything(cfg["seed"])
-    info, device, engine = setup_device(cfg, threads)
+    """The student stage. The raw config stops here: it becomes `StudentSettings`, and only those go further."""
+    role = StudentSettings.from_config(cfg)
+    init_seed_everything(role.seed)
+    stage = setup_device(role, threads)
     labels = read_json(labels_path)["labels"]
     teacher_cfg = read_json(teacher_dir / "config.json")
     train_split = CacheSplit(cache_root / "train")
     teacher_out = open_dataset(dataset_dir)
     if len(teacher_out["logits"]) != len(train_split):
         raise ValueError(f"{dataset_dir} has {len(teacher_out['logits'])} rows, the train cache {len(train_split)}")
-    model = TRMVisionEncoder(encoder_config(cfg["student"]["model"], train_split.render_settings, len(labels)),
-                             atlas_tensor(train_split))
-    objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"],
-                                      DistillSettings.from_section(cfg["student"]["distill"]),
-                                      cfg["student"]["train"]["label_smoothing"])
+    model = TRMVisionEncoder(role.model.encoder(train_split.render_settings, len(labels)), atlas_tensor(train_split))
+    objective = DistillationObjective(model.cfg.dim, teacher_cfg["encoder"]["dim"], role.distill,
+                                      role.train.label_smoothing)
     extra = {"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]}
     extra.update({name: teacher_out[name] for name in VIEW_FIELDS if name in teacher_out})  # encode.views > 1
     train_set = CacheDataset(cache_root / "train", extra=extra,
-                             transform=augmenter(cfg["student"], train_split, labels, cfg["seed"]))
-    fingerprint = training_fingerprint(cfg, "student", [cache_root / "train" / "manifest.json", labels_path,
-                                                        dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
+                             transform=augmenter(role.train, train_split, labels, role.seed))
+    fingerprint = training_fingerprint(role, [cache_root / "train" / "manifest.json", labels_path,
+                                              dataset_dir / "manifest.json", teacher_dir / "model.safetensors"])
     clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
-    ck = CheckpointSettings.from_section(cfg["student"]["checkpoint"])
-    result, summary = _train_and_save(
-        "student", cfg, model, objective, train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"),
-        out_dir, ckpt_dir, keep_last=ck.keep_last, every_steps=ck.every_steps, threads=threads,
-        extra_config={**model_extras(cfg["student"], labels, train_split),
-                      "teacher": {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
-                                  "sha256": sha256_file(teacher_dir / "model.safetensors")}},
-        log=log, engine=engine, info=info, device=device, profile_dir=profile_dir,
-    )
-    return result, summary
+    sets = Splits(train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"))
+    teacher = {"test_accuracy": teacher_cfg.get("metrics", {}).get("test_accuracy"),
+               "sha256": sha256_file(teacher_dir / "model.safetensors")}
+    return _train_and_save(role, model, objective, sets, stage, out_dir, ckpt_dir, profile_dir,
+                           extra_config={**model_extras(role.train, labels, train_split), "teacher": teacher}, log=log)
 
 
 def load_teacher(teacher_dir: Path, device: torch.device) -> TRMVisionEncoder:

@@ -89,6 +89,8 @@ class StepBatchSampler(Sampler[list[int]]):
 
 def split_batch(batch_size: int, accum: int, world: int, desc: str) -> int:
     """The global micro-batch (batch / accumulation steps), checked to split evenly over the ranks."""
+    if batch_size == "auto":  # TrainSettings as configured: train.run.resolve_batch_size settles it first
+        raise ValueError(f"{desc}: batch_size is still 'auto': resolve it first (train.run.resolve_batch_size)")
     if batch_size % accum:
         raise ValueError(f"{desc}: batch_size {batch_size} is not divisible by grad_accum_steps {accum}")
     micro = batch_size // accum

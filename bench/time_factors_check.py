@@ -1,8 +1,8 @@
-"""How well the calibrated planner predicts a run it did not see: fit the time factors on one finished run
+"""How well the planner, scaled by time factors, predicts a run it did not see: fit the time factors on one finished run
 (its results/plan.json and metrics), plan another run's config with them, and compare with that run's
 measured jobs (issue 26's checks: a second default run with another seed; a run with 10x the rows).
 
-    python bench/calibration_check.py --fit runs/A --fit-config config.yaml runs/A.yaml \
+    python bench/time_factors_check.py --fit runs/A --fit-config config.yaml runs/A.yaml \
         --check runs/B --config config.yaml runs/B.yaml
 
 The calibrating run is planned again with this code (its published start-up and work), so the factors and the

@@ -4,8 +4,8 @@ The torch models read text as training did: laid out with their own render
 settings and atlas (characters the atlas lacks are drawn, and the model's
 atlas extended), texts sorted by length and batched trimmed. The ONNX files
 go through the deployed Predictor, exactly as a user's predict call. The
-n-gram baseline reads the text itself; py3langid (optional) is restricted to
-the model's labels.
+n-gram baseline reads the text itself. The reference they are compared with,
+py3langid (optional), is in pixelpipe.evaluate.reference.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class OnnxScorer:
         from ..deploy.predictor import Predictor
 
         # forced choice (threshold 0): accuracy is scored as every model is, on its most probable label; what the
-        # can't-tell threshold trades is measured from the probabilities (evaluation.heldout_calibration)
+        # can't-tell threshold trades is measured from the probabilities (calibration.heldout_calibration)
         self.predictor = Predictor(path, threads, batch_size, threshold=0.0)
 
     def __call__(self, texts: list[str]) -> list[str]:
@@ -78,42 +78,3 @@ class BaselineScorer:
         from ..train.baseline import predict
 
         return [self.labels[p] for p in predict(self.model, texts)]
-
-
-# Our labels that py3langid spells otherwise (it has "no" for Norwegian Bokmal); a script or region subtag is
-# dropped (zh-Hans and zh-Hant are both its "zh", sr-Latn its "sr").
-REFERENCE_ALIASES = {"nb": "no"}
-
-
-def reference_code(label: str) -> str:
-    """py3langid's code for one of our labels."""
-    base = label.split("-")[0]
-    return REFERENCE_ALIASES.get(base, base)
-
-
-class ReferenceScorer:
-    """py3langid (an optional benchmark dependency): restricted to the languages it shares with the model (as its
-    `set_languages`), or with all of its languages. It answers in its own codes; `label_key` maps a true label to
-    the code that counts as right, and `known` lists the model's labels it can answer at all."""
-
-    def __init__(self, labels: Sequence[str], restricted: bool) -> None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        self.ident = LanguageIdentifier.from_model_file(MODEL_FILE)
-        self.known = [lab for lab in labels if reference_code(lab) in self.ident.nb_classes]
-        if restricted:
-            self.ident.set_languages(sorted({reference_code(lab) for lab in self.known}))
-        self.label_key = reference_code
-
-    def __call__(self, texts: list[str]) -> list[str]:
-        return [self.ident.classify(t)[0] for t in texts]
-
-
-def py3langid_scorer(labels: Sequence[str], restricted: bool = True) -> ReferenceScorer | None:
-    """py3langid over `labels` (restricted to them, or with all its languages), or None when it is not installed
-    or knows fewer than two of them."""
-    try:
-        scorer = ReferenceScorer(labels, restricted)
-    except ImportError:
-        return None
-    return scorer if len(scorer.known) >= 2 else None

@@ -19,7 +19,9 @@ from typing import Any
 import pandas as pd
 
 from ..core import io
-from .evaluation import ALL, BUCKETS, CLEAN, COMMON, accuracy_table, clean_accuracy_all_sets
+from ..deploy.decide import confusable_groups
+from .accuracy import ALL, BUCKETS, COMMON, accuracy_table, clean_accuracy_all_sets
+from .sets import CLEAN
 
 DEPLOYED = ("onnx_fp32", "onnx_int8")
 SHIPPED = "onnx_fp32"
@@ -122,8 +124,6 @@ def confusions(result: dict, model: str = SHIPPED, top: int = 10) -> list[tuple[
 def group_rows(result: dict, model: str = SHIPPED) -> pd.DataFrame:
     """The confusable groups of the language registry (e.g. bosnian-croatian-serbian) with two or more of the
     evaluated languages: their accuracy together, and how many of their misreadings stay inside the group."""
-    from .decide import confusable_groups
-
     per = result.get("languages", {}).get(model, {})
     rows = {}
     for g, langs in confusable_groups(list(per)).items():
