@@ -69,8 +69,8 @@ HOST_RUNTIME = {
     # evaluate: pandas + pyarrow (the held-out sources), matplotlib (the plot),
     # the fonts, the held-out sets and their perturbed copies (peak_host - baseline - analytic terms, tiny run)
     "evaluate": 173_000_000,
-    # py3langid's model and its numpy arrays, when the optional benchmark dependency is installed (the tiny run
-    # with and without it: 403 and 322 MiB)
+    # one py3langid identifier (its model and numpy arrays) when the optional benchmark dependency is installed;
+    # evaluate loads two (the tiny run with and without it: 513 and 358 MiB, 2.0 x 81 MB)
     "evaluate_py3langid": 81_000_000,
 }
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported

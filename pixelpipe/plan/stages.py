@@ -445,7 +445,8 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
                 inp.teacher, batch, "fp32", "cpu", tokens=max(inp.lengths[x].peak_tokens(inp.teacher) for x in ("val", "test")))
             - 4 * teacher_params + _feeds_bytes(inp, batch),
             "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64),
-            "py3langid's model (when installed)": HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
+            # two identifiers when installed: restricted to the model's languages, and with all of py3langid's
+            "py3langid's models (when installed)": 2 * HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
     host = {k: int(v) for k, v in host.items()}
     disk = evaluation_bytes(evaluate, inp.classes)
     # each held-out text (three sets, per_language per language) read clean and perturbed by every model
