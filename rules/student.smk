@@ -15,7 +15,7 @@ rule train_student:
         seed=config["seed"],
         device=config["hardware"]["device"],
         profile=config["hardware"]["profile"],
-        checkpoints="results/checkpoints",
+        checkpoints="results/checkpoints",  # a param, not an output: it must outlive a failed job (resume)
         profile_dir="results/profile/student",  # written only when engine.profiler is on
     threads: training_threads()
     resources:

@@ -13,7 +13,7 @@ rule train_teacher:
         seed=config["seed"],
         device=config["hardware"]["device"],
         profile=config["hardware"]["profile"],
-        checkpoints="results/teacher/checkpoints",
+        checkpoints="results/teacher/checkpoints",  # a param, not an output: it must outlive a failed job (resume)
         profile_dir="results/profile/teacher",  # written only when engine.profiler is on
     threads: training_threads()
     resources:
