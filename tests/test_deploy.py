@@ -18,7 +18,8 @@ from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
-from pixelpipe.deploy.quantize import AccuracyDropError, CacheRangeReader, QuantizeSettings, quantize_and_verify
+from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings,
+                                      int8_table_rows, quantize_and_verify)
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
 from tests._config_utils import section
@@ -245,6 +246,44 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
     for feeds, _ in onnxmodel.split_batches(tiny_run / "cache/test"):
         a, b = (onnxmodel.run_logits(s, feeds) for s in sessions)
         assert np.abs(a - b).max() < 0.1 * max(1.0, np.abs(a).max())
+    # the n-gram table (quantize.table_rows: int8): int8 rows and a scale per row, no fp32 copy left
+    assert m["int8_tables"] == [TABLE_NAME]
+    names = {t.name: t.data_type for t in q.graph.initializer}
+    assert TABLE_NAME not in names
+    assert names[TABLE_NAME + ".int8"] == onnx.TensorProto.INT8 and names[TABLE_NAME + ".scale"] == onnx.TensorProto.FLOAT
+
+
+def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
+    """Gather(int8 rows) * Gather(row scales) equals the fp32 table's rows within half a step of each row's scale;
+    an all-zero row stays zero; other Gathers (the glyph table) are left alone."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(0, 0.02, (32, 8)).astype(np.float32)
+    table[5] = 0.0
+    other = rng.normal(size=(4, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", [TABLE_NAME, "ids"], ["rows"], axis=0),
+         helper.make_node("Gather", ["other", "ids4"], ["other_rows"], axis=0)],
+        "g", [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [None]),
+              helper.make_tensor_value_info("ids4", onnx.TensorProto.INT64, [None])],
+        [helper.make_tensor_value_info("rows", onnx.TensorProto.FLOAT, [None, 8]),
+         helper.make_tensor_value_info("other_rows", onnx.TensorProto.FLOAT, [None, 8])],
+        [numpy_helper.from_array(table, TABLE_NAME), numpy_helper.from_array(other, "other")])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert int8_table_rows(path) == [TABLE_NAME]
+    onnx.checker.check_model(str(path), full_check=True)
+    import onnxruntime as ort
+
+    ids = np.arange(32, dtype=np.int64)
+    rows, other_rows = ort.InferenceSession(str(path)).run(None, {"ids": ids, "ids4": np.arange(4, dtype=np.int64)})
+    step = np.abs(table).max(1, keepdims=True) / 127
+    assert np.all(np.abs(rows - table) <= step / 2 + 1e-9)
+    assert not rows[5].any()
+    np.testing.assert_array_equal(other_rows, other)
+    assert {t.name for t in onnx.load(str(path)).graph.initializer} == {TABLE_NAME + ".int8", TABLE_NAME + ".scale",
+                                                                         "other"}
 
 
 def test_int8_keeps_the_glyph_table_overridable(tiny_run):

@@ -98,6 +98,7 @@ class QuantizeSettings(Section):
     range_samples: int
     range_method: str  # minmax | entropy | percentile
     per_channel: bool
+    table_rows: str  # int8 | fp32: the n-gram table's rows in the int8 file
     activation_type: str
     weight_type: str
     op_types: tuple[str, ...]
@@ -123,6 +124,48 @@ def activation_matmuls(model_path: str | os.PathLike) -> list[str]:
     weights |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     return [n.name for n in model.graph.node
             if n.op_type == "MatMul" and not any(i in weights for i in n.input)]
+
+
+TABLE_NAME = "ngrams.table.weight"  # the exported n-gram table (model/ngrams.py GlyphNgrams.table)
+
+
+def int8_table_rows(path: str | os.PathLike) -> list[str]:
+    """Store the n-gram tables of the ONNX file at `path` as int8 rows with one fp32 scale per row, in place.
+
+    onnxruntime's quantizer leaves a Gather's data in fp32, and the table is nearly all of the file. A lookup
+    reads a few hundred rows per text, so each Gather becomes Gather(int8 rows) -> Cast -> Mul(Gather(scales)):
+    4x fewer bytes on disk and in memory, the dequantization paid only on the rows a text reads.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    proto = onnx.load(str(path))
+    graph = proto.graph
+    tables = {t.name: t for t in graph.initializer if t.name.endswith(TABLE_NAME) and len(t.dims) == 2
+              and t.data_type == onnx.TensorProto.FLOAT}
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "Gather" or node.input[0] not in tables:
+            nodes.append(node)
+            continue
+        name, ids, out = node.input[0], node.input[1], node.output[0]
+        nodes += [helper.make_node("Gather", [name + ".int8", ids], [out + ".int8"], name=node.name + ".int8", axis=0),
+                  helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=node.name + ".cast",
+                                   to=onnx.TensorProto.FLOAT),
+                  helper.make_node("Gather", [name + ".scale", ids], [out + ".scale"], name=node.name + ".scale",
+                                   axis=0),
+                  helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=node.name + ".dequantize")]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    for name, table in tables.items():
+        rows = numpy_helper.to_array(table)
+        scale = (np.abs(rows).max(axis=1, keepdims=True) / 127).astype(np.float32)
+        scale[scale == 0] = 1.0  # an untouched all-zero row stays zero
+        graph.initializer.remove(table)
+        graph.initializer.extend([numpy_helper.from_array(np.round(rows / scale).astype(np.int8), name + ".int8"),
+                                  numpy_helper.from_array(scale, name + ".scale")])
+    onnx.save(proto, str(path))
+    return sorted(tables)
 
 
 def _qtype(name: str):
@@ -167,6 +210,10 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
             log("dynamic quantization (weights int8, activations quantized at run time)")
         else:
             raise ValueError(f"quantize.method must be 'static' or 'dynamic', got {settings.method!r}")
+        if settings.table_rows == "int8":
+            tables = int8_table_rows(q_tmp)
+            info["int8_tables"] = tables
+            log(f"n-gram table rows as int8 with a scale per row: {', '.join(tables) or 'none (no n-gram tables)'}")
         onnxmodel.copy_metadata(fp32_path, q_tmp)
         import onnx
 

@@ -75,7 +75,7 @@ class LengthStats:
                              min_chars: int = 1) -> float:
         """Expected tokens of a training batch under engine.length_grouping: a chunk of `group` batches is
         sorted by length and cut, so the k-th batch's longest is about the k/group quantile, and the last
-        the longest of group x batch texts. 0 = plain shuffling (see train.engine.epoch_order)."""
+        the longest of group x batch texts. 0 = plain shuffling (see train.sampling.epoch_order)."""
         if group < 2 or batch < 2 or not self.rows:
             return self.batch_tokens(enc, batch, window_prob, min_chars)
         cdf = np.clip(self.hist.cumsum() / self.rows, 0.0, 1.0)

@@ -110,7 +110,7 @@ def _onnx_floats(enc: EncoderConfig, glyphs: int) -> tuple[int, list[tuple[int, 
     if enc.deploy_form == "ngram":
         h, c = enc.mixer_hidden, enc.num_classes
         d = enc.ngram_dim if enc.ngram_orders else 0  # the n-gram table's mean row joins the head's features
-        ngram_table = (1 << enc.ngram_bits) * d if enc.ngram_orders else 0  # a Gather's data: stays fp32 in int8
+        ngram_table = (1 << enc.ngram_bits) * d if enc.ngram_orders else 0  # a Gather's data (see onnx_bytes)
         return table + ngram_table + h + 2 * 2 * h + c * (2 * h + d) + c + ONNX_SCALARS, [(c, 2 * h + d)], c
     live = {k: s for k, (s, *_) in model_tensors(enc).items() if not k.startswith(ONNX_DEAD)}
     floats = table + sum(int(np.prod(s)) for s in live.values()) + enc.num_capsules * enc.dim + ONNX_SCALARS
@@ -129,13 +129,15 @@ def onnx_graph_bytes(enc: EncoderConfig, kind: str) -> int:
     return int(fixed + per_block * enc.depth * enc.recursive + per_call * calls)
 
 
-def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int) -> dict[str, int]:
+def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, int8_table_rows: bool) -> dict[str, int]:
     """Predicted sizes of the exported fp32 ONNX file and of its per-channel static QDQ int8 form.
 
     fp32: 4 bytes per live float (the glyph table of `glyphs` + 1 rows included) + metadata + graph. int8
     (onnxruntime quantize_static, per channel): each Conv/MatMul/Gemm weight as int8 plus an fp32 scale and an
     int8 zero point per output channel; the Conv and Gemm biases become int32 with a scale and an int32 zero
-    point per channel; everything else (the table: a Gather's data) stays fp32; Q/DQ nodes are in the graph term.
+    point per channel; everything else (the glyph table: a Gather's data) stays fp32, and so does the n-gram table
+    unless `int8_table_rows` (quantize.table_rows: one int8 per value and an fp32 scale per row); Q/DQ nodes are in
+    the graph term.
     """
     from ..deploy.onnxmodel import INPUT_DOC
 
@@ -145,8 +147,11 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int) -> dic
     channels = sum(s[0] for s in weights)
     meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
     meta += _pb_bytes(len(("pixelpipe student (folded); inputs " + INPUT_DOC).encode()))
+    rows = (1 << enc.ngram_bits) if enc.ngram_orders and int8_table_rows else 0
+    int8_tables = rows * (3 * enc.ngram_dim - 4)  # 4 bytes a value -> 1, plus a 4-byte scale per row
     return {"fp32": 4 * floats + keys + meta + onnx_graph_bytes(enc, "fp32"),
-            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + keys + meta + onnx_graph_bytes(enc, "int8"),
+            "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + keys + meta + onnx_graph_bytes(enc, "int8")
+            - int8_tables,
             "floats": floats, "int8_weights": w, "metadata": meta, "table_rows": glyphs + 1,
             "ngram_table": 4 * (1 << enc.ngram_bits) * enc.ngram_dim + keys if enc.ngram_orders else 0,
             "table_width": fold_width(enc)}

@@ -368,7 +368,7 @@ def student_onnx(inp: PlanInputs) -> StudentOnnx:
     meta = onnx_metadata(inp.settings.student, inp.settings.render, student, inp.classes, inp.atlas,
                          inp.stats["train"])
     tokens = max(inp.lengths[s].peak_tokens(student) for s in ("val", "test"))
-    return StudentOnnx(student, params, onnx_bytes(student, meta, inp.glyphs), tokens)
+    return StudentOnnx(student, params, onnx_bytes(student, meta, inp.glyphs, inp.settings.quantize.table_rows == "int8"), tokens)
 
 
 def _rows_bytes(inp: PlanInputs, n: int) -> int:

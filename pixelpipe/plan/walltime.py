@@ -38,7 +38,7 @@ STAGE_STARTUP_S = 6.0
 # student 101 s); how far the published model is off before any time factors: docs/benchmarks.md.
 CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 0.45}
 # Inference (encode, the training jobs' evaluation passes) runs faster per FLOP than training: no backward, no
-# saved tensors. "recursive": engine.evaluate on the Xeon's default test split before the tables (teacher 3,401
+# saved tensors. "recursive": scoring.evaluate on the Xeon's default test split before the tables (teacher 3,401
 # rows/s, 78.6 GFLOP/s); "none": set from the encode jobs of the first default run with tables on the EPYC.
 CPU_INFER_EFFICIENCY = {"recursive": 1.75, "none": 0.4}
 # An encode job's meter starts after the imports: what it spends besides its batches is loading the teacher.
