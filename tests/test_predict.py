@@ -513,10 +513,12 @@ def test_threads_reach_onnxruntime(deployed_student, monkeypatch, capsys):
     assert Predictor(d.path, threads=3).session.get_session_options().intra_op_num_threads == 3
     made = []
     real = onnxmodel.session_options
-    monkeypatch.setattr(onnxmodel, "session_options", lambda threads: made.append(real(threads)) or made[-1])
+    monkeypatch.setattr(onnxmodel, "session_options",
+                        lambda threads, arena=True: made.append(real(threads, arena)) or made[-1])
     assert run(["--model", str(d.path), "--threads", "2", "Hallo Welt"]) == 0
     assert run(["--model", str(d.path), "--threads", "0", "Hallo Welt"]) == 0  # 0: onnxruntime's default, all cores
     assert [so.intra_op_num_threads for so in made] == [2, 0] and made[0].inter_op_num_threads == 1
+    assert not any(so.enable_cpu_mem_arena for so in made)  # predict frees each batch's buffers (docs/deploy.md)
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 

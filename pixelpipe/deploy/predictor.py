@@ -137,7 +137,7 @@ class Predictor:
         from ..data.atlas import GlyphAtlas
         from ..data.render import Renderer, RenderSettings
 
-        self.session = onnxmodel.open_session(model_path, threads)
+        self.session = onnxmodel.open_session(model_path, threads, arena=False)  # bounded memory, same speed
         meta = onnxmodel.read_metadata(self.session)
         self.config, fold = meta["config"], meta["fold"]
         self.labels: list[str] = list(self.config["labels"])
