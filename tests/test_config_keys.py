@@ -20,9 +20,8 @@ from pixelpipe.deploy.quantize import QuantizeSettings
 from pixelpipe.evaluate.sets import EvaluateSettings
 from pixelpipe.model.encoder import EncoderConfig
 from pixelpipe.train.baseline import BaselineSettings
-from pixelpipe.train.distill import DistillSettings
 from pixelpipe.train.matrix import MatrixSettings
-from pixelpipe.train.settings import EngineSettings, TrainSettings
+from pixelpipe.train.settings import DistillSettings, EngineSettings, TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

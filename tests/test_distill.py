@@ -3,7 +3,8 @@ import math
 import torch
 from torch import nn
 
-from pixelpipe.train.distill import DistillationObjective, DistillSettings, distillation_loss
+from pixelpipe.train.distill import DistillationObjective, distillation_loss
+from pixelpipe.train.settings import DistillSettings
 
 
 def _inputs(b=6, k=2, ds=4, dt=8, c=5):

@@ -38,7 +38,7 @@ def test_each_profile_resolves_to_a_valid_config(profile, monkeypatch):
         assert {k: teacher[k] for k in REFERENCE_TEACHER} == REFERENCE_TEACHER
         assert (cfg["render"]["lines"], cfg["render"]["line_chars"]) == (4, 104)  # 416 characters for 150-400
         assert cfg["engine"]["pin_memory"] and cfg["engine"]["num_workers"] > 0
-    engine = EngineSettings.from_config(cfg["engine"], CPU)
+    engine = EngineSettings.from_section(cfg["engine"]).for_device(CPU)
     assert engine.precision == "fp32" and not engine.pin_memory  # any profile still runs on a CPU
 
 
@@ -68,7 +68,7 @@ def test_precision_follows_compute_capability(monkeypatch):
     assert resolve_precision("auto", H100) == "bf16"
     assert resolve_precision("fp16", H100) == "fp16"
     assert resolve_precision("bf16", CPU) == "fp32"
-    t4 = EngineSettings.from_config(resolve_config({"hardware": {"profile": "t4"}})["engine"], T4)
+    t4 = EngineSettings.from_section(resolve_config({"hardware": {"profile": "t4"}})["engine"]).for_device(T4)
     assert t4.precision == "fp16" and t4.pin_memory
 
 

@@ -8,7 +8,7 @@ from torch import nn
 
 from .engine import Objective
 from .scoring import model_inputs
-from .settings import DistillSettings  # the `student.distill` section (train.settings); imported from here too
+from .settings import DistillSettings
 
 
 class ClassificationObjective(Objective):

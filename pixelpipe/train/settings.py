@@ -49,11 +49,6 @@ class EngineSettings(Section):
     loss_every_steps: int
     length_grouping: int
 
-    @classmethod
-    def from_config(cls, engine_cfg: dict, info: DeviceInfo) -> "EngineSettings":
-        """`from_section`, then resolved for the device (`for_device`)."""
-        return cls.from_section(engine_cfg).for_device(info)
-
     def for_device(self, info: DeviceInfo) -> "EngineSettings":
         """A copy resolved for the device: precision 'auto' becomes the device's, and no pinned memory on CPU."""
         return dataclasses.replace(self, precision=resolve_precision(self.precision, info),
@@ -180,14 +175,6 @@ class StudentSettings(RoleSettings):
     PARTS: ClassVar[dict[str, type]] = {**RoleSettings.PARTS, "distill": DistillSettings}
 
     distill: DistillSettings
-
-
-ROLES: dict[str, type[RoleSettings]] = {"teacher": TeacherSettings, "student": StudentSettings}
-
-
-def role_settings(cfg: Mapping[str, Any], role: str) -> RoleSettings:
-    """The settings of the training stage `role` ('teacher' or 'student') from a config."""
-    return ROLES[role].from_config(cfg)
 
 
 @dataclass
