@@ -201,3 +201,30 @@ def test_tables_train_with_sparse_rows():
     model(*texts(cfg, [6, 2]))["logits"].sum().backward()
     grad = model.ngrams.table.weight.grad
     assert grad.is_sparse and 0 < len(grad.coalesce().indices()[0].unique()) <= 2 * (6 + 2 + 1) * 3
+
+
+def test_tables_gather_each_row_once_with_the_plain_bags_gradient():
+    """Training gathers each distinct row once: same output and same summed row gradients as one embedding bag
+    over every n-gram, with the rows already distinct and in order (the optimizer then skips coalescing)."""
+    import torch.nn.functional as F
+
+    from pixelpipe.model.ngrams import ngram_buckets
+    from pixelpipe.train.optim import _distinct_rows
+
+    cfg = encoder_config(line_chars=6, num_classes=5, **TABLES)
+    ngrams = model_for(cfg).train().ngrams
+    keys = torch.randint(0, 7, (3, 6, ngrams.orders)) * 1000003
+    lengths = torch.tensor([6, 2, 4])
+    got = ngrams.pooled(keys, lengths)
+    (got * torch.arange(got.shape[1])).sum().backward()
+    rows, values = _distinct_rows(ngrams.table.weight.grad)
+    assert (rows[1:] > rows[:-1]).all()
+    ids, valid = ngram_buckets(keys, lengths, ngrams.salts, ngrams.bucket_bits)
+    counts = valid.flatten(1).sum(1)
+    weight = ngrams.table.weight.detach().clone().requires_grad_()
+    ref = F.embedding_bag(ids.flatten(1)[valid.flatten(1)], weight, torch.cumsum(counts, 0) - counts, mode="mean")
+    (ref * torch.arange(ref.shape[1])).sum().backward()
+    torch.testing.assert_close(got, ref)
+    touched = weight.grad.abs().sum(1).nonzero().flatten()
+    assert rows.tolist() == touched.tolist()
+    torch.testing.assert_close(values, weight.grad[rows])
