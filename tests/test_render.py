@@ -31,6 +31,27 @@ def test_fonts_are_only_the_bundled_faces():
             load_face(name)
 
 
+def test_unifont_bitmaps_are_the_hex_files_lines():
+    """The compact bitmap store gives each code point the bits of its own .hex line (8- and 16-pixel-wide glyphs),
+    and its code point set answers `in`, `len`, iteration and a frozenset union as the TrueType faces' sets do."""
+    import lzma
+
+    from pixelpipe.data.fonts import BITMAP_FONTS, FONT_DIR
+
+    face = load_face("Unifont")
+    with lzma.open(FONT_DIR / f"{BITMAP_FONTS['Unifont']}.hex.xz", "rt", encoding="ascii") as handle:
+        lines = dict(line.rstrip("\n").split(":", 1) for line in handle)
+    for cp in (0x41, 0x5D0, 0x4E2D, 0xFFFD, max(int(k, 16) for k in lines)):
+        digits = lines[f"{cp:04X}"]
+        bits = np.unpackbits(np.frombuffer(bytes.fromhex(digits), np.uint8).reshape(16, -1), axis=1) * 255
+        assert (face.glyph(cp) == bits).all() and face.glyph(cp).shape == (16, len(digits) // 4)
+    assert len(face.codepoints) == len(lines) and 0x4E2D in face.codepoints and 0x10FFFF not in face.codepoints
+    assert "A" not in face.codepoints  # code points are ints, as in a cmap's set
+    assert frozenset().union(face.codepoints, {0x1F600}) == {int(k, 16) for k in lines} | {0x1F600}
+    with pytest.raises(KeyError):
+        face.glyph(0x10FFFF)
+
+
 def test_cells_are_drawn_once_deterministically_and_wide_glyphs_squeezed():
     a = draw_cluster("W", FONTS, 12, 16, 8)
     assert a.shape == (16, 8) and a.dtype == np.uint8 and a.max() > 0

@@ -45,11 +45,13 @@ def cell_keys(cells: np.ndarray, orders: int) -> np.ndarray:
     Exact in int64 (255 * 2^31 * pixels < 2^63 for cells up to 2^23 pixels); a blank cell's keys are 0."""
     if not 1 <= orders <= MAX_ORDER:
         raise ValueError(f"n-gram orders must be 1..{MAX_ORDER}, got {orders}")
-    flat = np.asarray(cells, np.uint8).reshape(len(cells), -1).astype(np.int64)
-    weights = key_weights(flat.shape[1], orders)
-    out = np.empty((len(flat), orders), np.int64)
-    for i in range(orders):  # integer dot products, one position at a time (no BLAS for int64)
-        out[:, i] = (flat * weights[i]).sum(1) % KEY_MOD
+    cells = np.asarray(cells, np.uint8).reshape(len(cells), -1)
+    weights = key_weights(cells.shape[1], orders)
+    out = np.empty((len(cells), orders), np.int64)
+    for start in range(0, len(cells), 1024):  # int64 temporaries of 1,024 cells, not of a whole atlas
+        flat = cells[start : start + 1024].astype(np.int64)
+        for i in range(orders):  # integer dot products, one position at a time (no BLAS for int64)
+            out[start : start + len(flat), i] = (flat * weights[i]).sum(1) % KEY_MOD
     return out
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 PAD = 0  # deployed glyph id of "no glyph": past a text's end
 BLANK = 1  # deployed glyph id of the blank cell (atlas id 0, the space): the `pair` stem's lead before each line
+CHUNK = 1024  # glyphs folded at a time
 
 
 @dataclass
@@ -20,14 +21,22 @@ class FoldMap:
     matrix: np.ndarray  # float32 [ch * cw, width]
     offset: np.ndarray  # float32 [width]
 
-    def rows(self, cells: np.ndarray) -> np.ndarray:
-        """Rows for uint8 cells [N, ch, cw] (as the atlas stores them)."""
-        pixels = cells.reshape(len(cells), -1).astype(np.float32) * np.float32(1 / 255)
-        return (pixels @ self.matrix + self.offset).astype(np.float32)
+    def rows(self, cells: np.ndarray, pad: int = 0) -> np.ndarray:
+        """Rows for uint8 cells [N, ch, cw] (as the atlas stores them), after `pad` zero rows. Folded CHUNK
+        glyphs at a time: predict folds a whole atlas (12,000 glyphs with every language) when it meets a new
+        character, and its peak memory should hold the table once, not four float temporaries of it."""
+        out = np.zeros((pad + len(cells), self.matrix.shape[1]), np.float32)
+        for start in range(0, len(cells), CHUNK):
+            pixels = cells[start : start + CHUNK].reshape(-1, self.matrix.shape[0]).astype(np.float32)
+            pixels *= np.float32(1 / 255)
+            rows = out[pad + start : pad + start + len(pixels)]
+            np.matmul(pixels, self.matrix, out=rows)
+            rows += self.offset
+        return out
 
     def table(self, cells: np.ndarray) -> np.ndarray:
         """Glyph-major rows for atlas cells [G, ch, cw]: the PAD row, then one row per glyph (all spans)."""
-        return np.concatenate([np.zeros((1, self.matrix.shape[1]), np.float32), self.rows(cells)])
+        return self.rows(cells, pad=1)
 
     def spans(self, width: int) -> int:
         """How many spans of `width` a row holds (pair stem halves, or the glyphs an n-gram kernel reads)."""

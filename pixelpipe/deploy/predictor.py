@@ -247,7 +247,8 @@ class Predictor:
         self.rows = np.concatenate([self.rows, self.fold.rows(self.atlas.cells[have:])])
         self.table = span_major(self.rows, self.spans)
         if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
-            self.keys = np.concatenate([np.zeros((1, self.orders), np.int64), cell_keys(self.atlas.cells, self.orders)])
+            known = np.zeros((1, self.orders), np.int64) if self.keys is None else self.keys
+            self.keys = np.concatenate([known, cell_keys(self.atlas.cells[len(known) - 1 :], self.orders)])
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
         cells = self.settings.cells
