@@ -48,7 +48,7 @@ HOST_RUNTIME = {
     # render: runtime and per-character term solved from the tiny and the default run's train render jobs (after
     # iter_chunks stopped pre-buffering; <= 4 shards). A job writing many shards creeps higher: -23 % at 9 and 84
     # shards in bench/growth.py (docs/benchmarks.md), not modelled
-    "render": 17_300_000,  # fonts (Unifont: ~12 MB of decompressed BMP bitmaps), the atlas, pyarrow's reader
+    "render": 7_300_000,  # fonts (Unifont: 2 MB of bitmaps in one byte string; 12 MB as a dict of hex strings), the atlas, pyarrow's reader
     "render_text": 1_190,  # per text of a shard: the Python str read, its normalized copy, list and arrow buffers
     "render_per_cell": 8,  # per layout cell of a shard: int32 layout, uint16 glyph ids, the valid mask (analytic)
     "render_per_char": 40.5,  # per character of a shard: the vectorized code point lookup's arrays
