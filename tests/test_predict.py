@@ -859,3 +859,21 @@ def test_cant_tell_on_the_command_line(deployed_student, tmp_path):
     assert rec["label"] is None and rec["reason"] == UNDECIDED and len(rec["top"]) == 2
     bad = subprocess.run([*cmd[:-1], "1.5", "Hallo"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --threshold") and "Traceback" not in bad.stderr
+
+
+def test_script_gate_classifies_a_glyph_when_a_text_first_holds_it():
+    """The gate does not classify the whole atlas at start-up (12,000 glyphs with every language): a glyph is
+    classified the first time a text holds it, and the reasons are unknown_reason's."""
+    from pixelpipe.data.scripts import ScriptGate, unknown_reason
+
+    clusters = [" ", "a", "\u0431", "1", "\u05e2"]
+    gate = ScriptGate(["LATIN"])
+    gate.update(clusters)
+    assert not gate.done.any()
+    ids = np.array([[1, 0], [2, 0], [3, 0], [4, 2]])
+    texts = ["a", "\u0431", "1", "\u05e2\u0431"]
+    assert gate.reasons(ids, np.array([1, 1, 1, 2])) == [unknown_reason(t, ["LATIN"]) for t in texts]
+    assert gate.done.all() and gate.known_letter.tolist() == [False, True, False, False, False]
+    gate.update(clusters + ["\u00df"])
+    assert len(gate.done) == 6 and not gate.done[5]
+    assert gate.reasons(np.array([[5]]), np.array([1])) == [None] and gate.done[5]
