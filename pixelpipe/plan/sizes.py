@@ -221,8 +221,9 @@ def onnx_metadata(student: RoleSettings, render: RenderSettings, enc: EncoderCon
 
 
 # Op types onnxruntime's profiler reports for the optimized fp32 / int8 student (fused kernels included),
-# counted in the tiny config's deploy.json; they only size the report's op_profile tables.
-DEPLOY_PROFILED_OPS = (21, 23)
+# counted in deploy.json of the tiny, the 19-language and the every-language runs of the pixel + table student
+# (21 / 23 before the n-gram tables); they only size the report's op_profile tables.
+DEPLOY_PROFILED_OPS = (28, 30)
 
 
 def deploy_report_bytes(bench: BenchmarkPlan, enc: EncoderConfig, fp32: int, int8: int,
@@ -250,6 +251,9 @@ def deploy_report_bytes(bench: BenchmarkPlan, enc: EncoderConfig, fp32: int, int
               "size_bytes": {"torch_fp32": safetensors_bytes(model_tensors(enc)), "onnx_fp32": fp32, "onnx_int8": int8},
               "accuracy": {f: {"accuracy": x / 10, "samples": n_test} for f in FORMS},
               "accuracy_drop_points_int8_vs_onnx_fp32": 0.0}
+    # one unsteady row, as on a shared machine (the reports then carry a warning line naming it; the test suite's
+    # runs had it for one or two rows, and a quiet run for none: both within the small-file slack of this)
+    report["latency"][FORMS[0]][str(bs[0])] = {**stats, "p75_ms": 3 * x}
     report["goal"] = goal_check(report)
     return {"deploy.json (estimate)": json_len(report), "deploy.md (estimate)": len(render_markdown(report).encode())}
 
