@@ -24,38 +24,10 @@ import time
 from pathlib import Path
 
 STEP = r"""
-import json, sys, time
-import numpy as np, torch
-from pixelpipe.data.cache import CacheDataset
-from pixelpipe.model.checkpoint import load_model
-from pixelpipe.core.device import configure_backends
-from pixelpipe.train.distill import ClassificationObjective
-from pixelpipe.train.optim import LazyAdamW, param_groups
-from pixelpipe.train.scoring import model_inputs, trimmed
-
-run, role, seconds, batch, threads = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-configure_backends(tf32=False, threads=threads)
-model, cfg = load_model(f"{run}/results/{role}")
-model.train()
-data = CacheDataset(f"{run}/results/cache/train", verify=False)
-objective = ClassificationObjective()
-opt = LazyAdamW(param_groups([model, objective], 0.05), lr=1e-4, betas=(0.9, 0.95))
-rng = np.random.default_rng(0)
-
-def step():
-    b = trimmed(data.__getitems__(rng.integers(0, len(data), batch).tolist()), model.cfg.line_chars, model.cfg.lines)
-    loss, _ = objective.forward(model, b)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-
-for _ in range(10):
-    step()
-n, t0 = 0, time.perf_counter()
-while time.perf_counter() - t0 < seconds:
-    step()
-    n += 1
-print(json.dumps({"steps_per_s": n / (time.perf_counter() - t0), "threads": torch.get_num_threads()}))
+import json, sys
+sys.path.insert(0, sys.argv[6])  # bench/, for train_step.py (torch loads there before pixelpipe)
+from train_step import measure_steps
+print(json.dumps(measure_steps(sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))))
 """
 
 
@@ -68,7 +40,8 @@ def measure(run: Path, role: str, policy: str, busy: bool, seconds: float, batch
                                                                            {"OMP_WAIT_POLICY": policy})})
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
-        out = subprocess.run([sys.executable, "-c", STEP, str(run), role, str(seconds), str(batch), str(threads)], env=env,
+        out = subprocess.run([sys.executable, "-c", STEP, str(run), role, str(seconds), str(batch), str(threads),
+                              str(Path(__file__).resolve().parent)], env=env,
                              capture_output=True, text=True, check=True, timeout=600 + 20 * seconds)
     finally:
         if hog is not None:

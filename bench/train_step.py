@@ -7,7 +7,7 @@ DIR is a finished run's working directory (results/{role}, results/cache/train).
 training steps on batches of 64 of the run's train cache, trimmed as the engine trims them, for --seconds after
 10 warm-up steps, timing each part. Labels-only loss for both roles (the student's distillation terms are left
 out: their cost is a few small matrix products). Run it with PYTHONPATH at another checkout to compare versions
-on the same run and machine.
+on the same run and machine. bench/busy_machine.py takes its steps from here (`measure_steps`).
 """
 
 from __future__ import annotations
@@ -17,16 +17,12 @@ import json
 import time
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--run", required=True)
-    ap.add_argument("--role", default="teacher", choices=["teacher", "student"])
-    ap.add_argument("--seconds", type=float, default=15.0)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=64)
-    args = ap.parse_args()
-
+def measure_steps(run: str, role: str, seconds: float, batch: int, threads: int) -> dict:
+    """Training steps of `role` on `run`'s train cache for `seconds` after 10 warm-up steps: steps/s and ms per
+    part. torch is imported before pixelpipe: importing pixelpipe sets OMP_WAIT_POLICY when it is unset, and
+    busy_machine.py measures libgomp with the variable unset too."""
     import numpy as np
+    import torch
 
     from pixelpipe.core.device import configure_backends
     from pixelpipe.data.cache import CacheDataset
@@ -35,20 +31,20 @@ def main() -> None:
     from pixelpipe.train.optim import LazyAdamW, param_groups
     from pixelpipe.train.scoring import trimmed
 
-    configure_backends(tf32=False, threads=args.threads)
-    model, _ = load_model(f"{args.run}/results/{args.role}")
+    configure_backends(tf32=False, threads=threads)
+    model, _ = load_model(f"{run}/results/{role}")
     model.train()
-    data = CacheDataset(f"{args.run}/results/cache/train", verify=False)
+    data = CacheDataset(f"{run}/results/cache/train", verify=False)
     objective = ClassificationObjective()
     opt = LazyAdamW(param_groups([model, objective], 0.05), lr=1e-4, betas=(0.9, 0.95))
     rng = np.random.default_rng(0)
     parts = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
 
     def step(record: bool) -> None:
-        batch = trimmed(data.__getitems__(rng.integers(0, len(data), args.batch).tolist()), model.cfg.line_chars,
-                        model.cfg.lines)
+        b = trimmed(data.__getitems__(rng.integers(0, len(data), batch).tolist()), model.cfg.line_chars,
+                    model.cfg.lines)
         t0 = time.perf_counter()
-        loss, _ = objective.forward(model, batch)
+        loss, _ = objective.forward(model, b)
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
@@ -63,12 +59,23 @@ def main() -> None:
     for _ in range(10):
         step(False)
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < args.seconds:
+    while time.perf_counter() - t0 < seconds:
         step(True)
         n += 1
     wall = time.perf_counter() - t0
-    print(json.dumps({"role": args.role, "steps": n, "ms_per_step": round(1000 * wall / n, 2),
-                      **{f"{k}_ms": round(1000 * v / n, 2) for k, v in parts.items()}}))
+    return {"role": role, "steps": n, "steps_per_s": n / wall, "threads": torch.get_num_threads(),
+            "ms_per_step": round(1000 * wall / n, 2), **{f"{k}_ms": round(1000 * v / n, 2) for k, v in parts.items()}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--role", default="teacher", choices=["teacher", "student"])
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    args = ap.parse_args()
+    print(json.dumps(measure_steps(args.run, args.role, args.seconds, args.batch, args.threads)))
 
 
 if __name__ == "__main__":
