@@ -77,10 +77,15 @@ def path_bytes(paths: Iterable[str | os.PathLike]) -> int:
 
 
 class RSSSampler(threading.Thread):
-    def __init__(self, interval: float = 0.05):
+    """Samples the tree's memory every `interval` seconds, every `fast_interval` during the first `fast_for`
+    seconds: a job of a fraction of a second (consolidating a split, writing a small shard) lives between two
+    samples at 50 ms, and the same job measured 29 and 39 MiB from run to run."""
+
+    def __init__(self, interval: float = 0.05, fast_interval: float = 0.005, fast_for: float = 2.0):
         super().__init__(daemon=True)
         self.proc = psutil.Process()
-        self.interval = interval
+        self.interval, self.fast_interval = interval, fast_interval
+        self.fast_until = time.monotonic() + fast_for
         self.peak, self.peak_host = tree_memory(self.proc)
         self.baseline, self.baseline_host = self.peak, self.peak_host
         self._stop_event = threading.Event()
@@ -92,7 +97,7 @@ class RSSSampler(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.is_set():
             self.sample()
-            self._stop_event.wait(self.interval)
+            self._stop_event.wait(self.fast_interval if time.monotonic() < self.fast_until else self.interval)
 
     def stop(self) -> int:
         self._stop_event.set()

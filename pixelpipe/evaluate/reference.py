@@ -5,6 +5,7 @@ Torch-free: the planner asks whether it is installed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 # Our labels that py3langid spells otherwise (it has "no" for Norwegian Bokmal); a script or region subtag is
@@ -44,6 +45,25 @@ def py3langid_scorer(labels: Sequence[str], restricted: bool = True) -> Referenc
     except ImportError:
         return None
     return scorer if len(scorer.known) >= 2 else None
+
+
+@functools.lru_cache(maxsize=1)
+def reference_languages() -> frozenset[str]:
+    """py3langid's language codes (empty when it is not installed): the planner sizes the evaluation's rows over
+    the languages both know (0.5 s to load its model, once)."""
+    try:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    except ImportError:
+        return frozenset()
+    return frozenset(LanguageIdentifier.from_model_file(MODEL_FILE).nb_classes)
+
+
+def compared_on_common(labels: Sequence[str]) -> bool:
+    """Whether the evaluation also counts every score over the languages py3langid shares with the model (it
+    does when py3langid is installed, knows at least two of the labels and not all of them)."""
+    known = reference_languages()
+    shared = sum(reference_code(lab) in known for lab in labels)
+    return 2 <= shared < len(labels)
 
 
 def py3langid_installed() -> bool:

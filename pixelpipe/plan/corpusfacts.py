@@ -51,6 +51,7 @@ class CorpusFacts:
     faker_rows: int = 0  # rows Faker generates (streamed in chunks)
     source_rows: int = 0  # rows of the shipped sources the corpus rule loads to draw from
     user_file: bool = False  # the drawn rows are a user's file (corpus.path)
+    labels: tuple[str, ...] = ()  # the class labels in id order
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -172,4 +173,5 @@ def corpus_facts(ccfg: CorpusSettings, render: RenderSettings, seed: int, exact:
     loaded = sum(builtin.catalog()[s]["counts"].get(lang, 0) for s in ccfg.sources if s != builtin.FAKER
                  for lang in langs)
     return CorpusFacts(scan.texts, max(1, len(ids)), charset, disk, scan.exact, len(frame), sum(fill.values()),
-                       loaded, ccfg.path is not None)
+                       loaded, ccfg.path is not None,
+                       tuple(sorted(ids, key=ids.get)))

@@ -39,15 +39,20 @@ HOST_RUNTIME = {
     # corpus: fitted on corpus-only runs of 7 configs (faker 380 / 40,000 / 60,000 rows, real 3,800 / 38,000 /
     # 174,541 rows, real 174,541 + faker 15,459, user CSVs of 400 / 30,388 rows); residuals within 3.2 %
     "corpus": 10_800_000,  # pyarrow writers, the charset, labels (the user CSV of 400 rows)
-    "corpus_source_row": 699,  # per row of the shipped sources loaded to draw from (185,611 for firefox + mediawiki)
-    "corpus_row": 463,  # per drawn real row (picked from the sources, then the chunk written)
+    # the shipped sources and the drawn rows: refitted on the current stage's measurements of the 19-language
+    # (76,000 rows, 190,090 rows read) and the every-language default (222,000 rows, 794,687 read), where the
+    # earlier per-row-read term (699 bytes, fitted on two sources) predicted 709 MiB for 320 measured. Sampled at
+    # 5 ms in-process, the peak does not grow with the rows read (111 and 19 languages alike: ~110 MB besides
+    # ~840 bytes a drawn row); it is lower for corpora of a few sources or languages (2 languages, 3,000 rows:
+    # +24 % predicted)
+    "corpus_sources": 76_900_000,  # reading the sources one language's row group at a time: what stays allocated
+    "corpus_row": 803,  # per drawn real row (picked from the sources, then the chunk written)
     "corpus_user_row": 1_547,  # per row of a user CSV (its parsed lines, the frame, the chunk written)
     "corpus_faker": 20_800_000,  # Faker and its 19 locale providers
     "corpus_faker_row": 1_440,  # per Faker row alive (one chunk written while the next is generated)
     "baseline_row": 400,  # per row of the three parquet frames the baseline reads (id, text, source, origin, label)
     # render: runtime and per-character term solved from the tiny and the default run's train render jobs (after
-    # iter_chunks stopped pre-buffering; <= 4 shards). A job writing many shards creeps higher: -23 % at 9 and 84
-    # shards in bench/growth.py (docs/benchmarks.md), not modelled
+    # iter_chunks stopped pre-buffering; <= 4 shards). A job writing several shards creeps higher: RENDER_CREEP
     "render": 7_300_000,  # fonts (Unifont: 2 MB of bitmaps in one byte string; 12 MB as a dict of hex strings), the atlas, pyarrow's reader
     "render_text": 1_190,  # per text of a shard: the Python str read, its normalized copy, list and arrow buffers
     "render_per_cell": 8,  # per layout cell of a shard: int32 layout, uint16 glyph ids, the valid mask (analytic)
@@ -57,22 +62,33 @@ HOST_RUNTIME = {
     "train": 78_000_000,  # autograd engine, intra-op thread pool, oneDNN kernels, optimizer on first step
     "encode": 4_000_000,  # inference-mode kernels, the read-ahead thread
     "consolidate": 0,
-    # deploy stages: the runtime term and ORT_ARENA_FACTOR solved together from the tiny and the default run
-    # (two equations, two unknowns per stage: in-sample, zero residual on both)
+    # deploy stages: the runtime term and ORT_ARENA_FACTOR solved together from the tiny, the 19-language and the
+    # every-language default run (three equations, three unknowns per stage: in-sample, zero residual; the
+    # benchmark's two unknowns fitted by least squares, residuals within 7 MiB)
     # onnx + onnxscript + torch.export/dynamo tracing + one onnxruntime session (the parity check)
-    "export_onnx": 144_800_000,
+    "export_onnx": 151_700_000,
     # onnx + onnxruntime + its quantization tooling (pre-processing with ONNX shape inference only, calibration
     # and two accuracy sessions)
-    "quantize_onnx": 27_700_000,
+    "quantize_onnx": 30_900_000,
     # onnxruntime, three forms' sessions and their profiled copies, thread pools
-    "deploy_benchmark": 16_400_000,
-    # evaluate: pandas + pyarrow (the held-out sources), matplotlib (the plot),
-    # the fonts, the held-out sets and their perturbed copies (peak_host - baseline - analytic terms, tiny run)
-    "evaluate": 173_000_000,
+    "deploy_benchmark": 27_300_000,
+    # evaluate: pandas + pyarrow (the held-out sources), matplotlib (the plot), the fonts, the held-out sets and
+    # their perturbed copies; and per glyph of the run's atlas, what the four glyph-path scorers (teacher, student,
+    # two Predictors) build for it (atlas cells, glyph tables and keys, lookups; 984 / 1,242 / 12,322 glyphs in the
+    # tiny, 19-language and every-language runs). Both fitted by least squares on those three runs (peak_host -
+    # the analytic terms; residuals within 10 MiB); the runtime alone, fitted on the tiny run, missed the
+    # every-language run by -20 %
+    "evaluate": 129_700_000,
+    "evaluate_glyph": 20_150,
     # one py3langid identifier (its model and numpy arrays) when the optional benchmark dependency is installed;
     # evaluate loads two (the tiny run with and without it: 513 and 358 MiB, 2.0 x 81 MB)
     "evaluate_py3langid": 81_000_000,
 }
+# A render job writing several shards keeps part of the earlier shards' buffers (glibc's free lists; -23 % at 9 and
+# 84 shards in bench/growth.py, docs/benchmarks.md): `share` of one shard's terms, reached after `shards` more
+# shards. Fitted on the train jobs of the 19-language default (4 shards: +21.6 MiB over the one-shard model) and the
+# every-language one (11 shards: +29.8; its 2-shard val and test jobs: +4.4 and +1.8), sampled every 5 ms.
+RENDER_CREEP = {"share": 0.4, "shards": 3}
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
 # program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and
 # calibration-augmented protos and sessions). Fitted on ONE larger student (dim 256, depth 2, 1.9 M
@@ -96,11 +112,13 @@ CPU_TRAIN_TRANSIENT = {"recursive": 3.05, "none": 4.14}
 # default student in isolation (batch 256, 97 tokens, 124 MiB).
 CPU_INFER_FACTOR = {"recursive": 0.8, "none": 1.35}
 # onnxruntime's arena keeps the peak of every session's activations (and batches trimmed to different lengths
-# fragment it); per deploy stage, the arenas' bytes as multiples of one forward of the folded graph at the
-# largest batch (StudentOnnx.onnx_forward: the gathered table rows and the n-gram features), solved with the
-# runtime term above from the tiny and the default run (export: the parity session; quantize: range reading and
-# two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their profiled copies and the batch sweep).
-ORT_ARENA_FACTOR = {"export_onnx": 1.20, "quantize_onnx": 1.15, "deploy_benchmark": 2.04}
+# fragment it); per deploy stage, the arenas' bytes as multiples of what one forward of the folded graph computes
+# at the largest batch: (its glyph path, StudentOnnx.onnx_forward; the n-gram rows it gathers,
+# StudentOnnx.onnx_ngrams), solved with the runtime term above (export: the parity session; quantize: range
+# reading and two accuracy sessions; deploy benchmark: fp32 and int8 sessions, their profiled copies and the batch
+# sweep, whose glyph path the torch forward term already covers). The first fit, on the glyph path alone, missed
+# the every-language student (a narrow glyph path, the same n-gram table) by -34 to -44 %.
+ORT_ARENA_FACTOR = {"export_onnx": (0.719, 2.89), "quantize_onnx": (0.305, 4.97), "deploy_benchmark": (0.0, 8.03)}
 # The n-gram baseline's ids: the int64 array they are hashed into, its copy into a tensor and the array's growth
 # slack, as bytes per n-gram, solved with HOST_RUNTIME["baseline"] from the tiny and the default run (485 MiB)
 # beside HOST_RUNTIME["baseline_row"] (the frames' five columns as Python objects, ~400 bytes a row; not fitted).

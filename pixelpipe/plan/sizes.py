@@ -291,12 +291,13 @@ run_fingerprint_placeholder = "0" * 16  # train.run.run_fingerprint: 16 hex digi
 EVALUATION_PNG_BYTES = {"base": 37_700, "per_perturbation": 4_560, "reliability": 37_000}
 
 
-def evaluation_bytes(evaluate: EvaluateSettings, classes: int = 19) -> dict[str, int]:
-    """evaluation.json and .md of a stand-in result with the real structure (one row per model, set, perturbation and
-    length bucket, ten error examples per model, per-language counts and misreadings of each of the `classes`
-    languages, the calibration bins, the goals), and the plot."""
+def evaluation_bytes(evaluate: EvaluateSettings, classes: int = 19, common: bool = False) -> dict[str, int]:
+    """evaluation.json and .md of a stand-in result with the real structure (one row per model, set, perturbation,
+    length bucket and scope, ten error examples per model, per-language counts and misreadings of each of the
+    `classes` languages, the calibration bins, the goals), and the plot. `common`: every row is also counted over
+    the languages py3langid shares with the model (evaluate/reference.compared_on_common)."""
     from ..data import sources
-    from ..evaluate.accuracy import BUCKETS, GOAL_LENGTHS
+    from ..evaluate.accuracy import ALL, BUCKETS, COMMON, GOAL_LENGTHS
     from ..evaluate.reference import py3langid_installed
     from ..evaluate.report import goals, render_markdown
     from ..evaluate.sets import CLEAN
@@ -307,11 +308,13 @@ def evaluation_bytes(evaluate: EvaluateSettings, classes: int = 19) -> dict[str,
     styles = {sources.catalog()[s]["style"] for s in evaluate.sources if s in sources.catalog()}
     sets = (["prose", "phrases"] if "prose" in styles else []) + (["ui"] if "ui" in styles else [])
     # a set spans most length buckets but rarely all four (prose has no text under 20 characters, UI strings
-    # few over 100): five rows of the seven (buckets, goal lengths and "all") per model, set and perturbation
-    # (between the tiny and the default run)
-    buckets = ([b[0] for b in BUCKETS + GOAL_LENGTHS] + ["all"])[2:]
-    rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200, "scope": "all"}
-            for s in sets for k in [CLEAN, *evaluate.perturbations] for b in buckets for m in models]
+    # few over 100): of the seven rows (buckets, goal lengths and "all") per model, set and perturbation, a set of
+    # a few dozen texts fills about five (the tiny run: 5.7), one of thousands six (19 and 111 languages: 6.1, 6.3)
+    filled = 6 if evaluate.per_language * classes >= 1000 else 5
+    buckets = ([b[0] for b in BUCKETS + GOAL_LENGTHS] + ["all"])[7 - filled:]
+    scopes = [ALL, COMMON] if common else [ALL]
+    rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200, "scope": scope}
+            for s in sets for k in [CLEAN, *evaluate.perturbations] for b in buckets for m in models for scope in scopes]
     # ten misread texts per model and set, of held-out length (70 characters, a sixth of them non-ASCII: \\uXXXX)
     example = {"set": "phrases", "text": "x" * 58 + "\u0436" * 12, "label": "xx"}
     result = {"sources": evaluate.sources, "sets": {s: 1234 for s in sets}, "rows": rows,

@@ -21,6 +21,7 @@ from .memory import (
     HOST_RUNTIME,
     ONNX_MODEL_COPIES,
     ORT_ARENA_FACTOR,
+    RENDER_CREEP,
     predict_inference_memory,
     predict_train_memory,
 )
@@ -103,7 +104,7 @@ def predict_corpus(inp: PlanInputs) -> StagePlan:
     facts, rt = inp.facts, HOST_RUNTIME
     n_all = facts.frame_rows + facts.faker_rows
     frame = facts.frame_rows * (rt["corpus_user_row"] if facts.user_file else rt["corpus_row"])
-    drawing = {"shipped sources loaded": facts.source_rows * rt["corpus_source_row"], "drawn rows": frame}
+    drawing = {"shipped sources read": rt["corpus_sources"] if facts.source_rows else 0, "drawn rows": frame}
     writing = {"drawn rows (one chunk)": frame, "Faker providers": rt["corpus_faker"] if facts.faker_rows else 0,
                "Faker chunks (two alive)": min(facts.faker_rows, 2 * FAKER_CHUNK_ROWS) * rt["corpus_faker_row"]}
     phase = drawing if sum(drawing.values()) >= sum(writing.values()) else writing
@@ -135,6 +136,12 @@ def predict_baseline(inp: PlanInputs) -> StagePlan:
                      time=baseline_wall_s(ngrams * baseline.epochs), detail={"host": host})
 
 
+def render_creep(shards: int) -> float:
+    """What a render job keeps of its earlier shards' buffers, as a share of one shard's terms: none with one
+    shard, rising to RENDER_CREEP["share"] over RENDER_CREEP["shards"] more (fitted, see plan/memory.py)."""
+    return RENDER_CREEP["share"] * min(1.0, max(0, shards - 1) / RENDER_CREEP["shards"])
+
+
 def predict_render(inp: PlanInputs) -> list[StagePlan]:
     """One render job per split: it streams its parquet shard by shard, so its memory is one shard's texts and
     layout (flat in the corpus size); it writes the shards of glyph rows and a manifest."""
@@ -152,6 +159,8 @@ def predict_render(inp: PlanInputs) -> list[StagePlan]:
                 "one shard: texts": chunk * HOST_RUNTIME["render_text"],
                 "one shard: layout, rows, counts": chunk * inp.capacity * HOST_RUNTIME["render_per_cell"],
                 "one shard: vectorized lookup": chars * HOST_RUNTIME["render_per_char"]}
+        shard_terms = sum(v for k, v in host.items() if k.startswith("one shard"))
+        host["earlier shards (what glibc keeps of them)"] = shard_terms * render_creep(len(shard_files))
         stages.append(StagePlan("render", split, int(sum(host.values())), sum(shard_files) + manifest, samples=n,
                                 time=render_wall_s(n),
                                 detail={"host": host, "disk": {"shards": sum(shard_files), "manifest": manifest}}))
@@ -215,6 +224,10 @@ def _predict_train(inp: PlanInputs, role: RoleSettings, enc: EncoderConfig, extr
                             tokens=tokens["peak"], images=bool(engine.augment))
     mem_cpu = mem(precision="fp32", device="cpu")
     host = _train_host(inp, mem_cpu, max(64, micro), enc, tokens["eval_peak"])
+    # temperature scaling after the last epoch (train/calibrate.py), while the training state is still held:
+    # the val split's logits [N, C] fp32 whole and windowed, their concatenation, the fit's two buffers, the
+    # softmax before and after (8 copies of N x C at its peak; 70 MiB of the 111-language student's 494)
+    host["calibration (val logits)"] = 8 * inp.sizes["val"] * inp.classes * 4 if train.calibrate else 0
     # Memory-mapped data is page cache (file-backed, reclaimable), not memory the job allocates:
     # reported beside the prediction, not added to it (measure.anon_rss does not count it either).
     page_cache = {"cache pages (mmap, all splits)": inp.cache_bytes, **extra_host}
@@ -351,14 +364,23 @@ class StudentOnnx:
                    - 4 * self.params)
 
     def onnx_forward(self, batch: int) -> int:
-        """What the folded graph computes per batch: the gathered table rows [B, T + spans - 1, W] and, in the
-        `ngram` form, the summed pre-activations, GELU and the pooling's masked copies [B, T, H] (4 of them);
-        in the `stem` form the model after the stem (as the torch forward)."""
+        """What the folded graph's glyph path computes per batch: the gathered table rows [B, T + spans - 1, W]
+        and, in the `ngram` form, the summed pre-activations, GELU and the pooling's masked copies [B, T, H] (4 of
+        them); in the `stem` form the model after the stem (as the torch forward)."""
         width, t = self.sizes["table_width"], self.tokens
         if self.enc.deploy_form == "ngram":
             spans = width // self.enc.mixer_hidden
             return int(batch * ((t + spans - 1) * width + 4 * t * self.enc.mixer_hidden) * 4)
         return int(batch * t * width * 4) + self.forward(batch)
+
+    def onnx_ngrams(self, batch: int) -> int:
+        """The n-gram table rows a batch gathers [B, grams, D] (fp32; 0 without tables)."""
+        return int(batch * table_elements(self.enc, self.tokens) * 4)
+
+    def arena(self, stage: str, batch: int) -> int:
+        """onnxruntime's arenas of a deploy stage at its largest batch (ORT_ARENA_FACTOR)."""
+        glyphs, ngrams = ORT_ARENA_FACTOR[stage]
+        return int(glyphs * self.onnx_forward(batch) + ngrams * self.onnx_ngrams(batch))
 
 
 def student_onnx(inp: PlanInputs) -> StudentOnnx:
@@ -390,7 +412,7 @@ def predict_export_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
             "folded module (glyph table)": onnx.table,
             "model copies": ONNX_MODEL_COPIES["export_onnx"] * onnx.without_ngrams, "val shard rows": _rows_bytes(inp, n_parity),
             "parity batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
-            "onnxruntime arena": ORT_ARENA_FACTOR["export_onnx"] * onnx.onnx_forward(batch)}
+            "onnxruntime arena": onnx.arena("export_onnx", batch)}
     host = {k: int(v) for k, v in host.items()}
     return StagePlan("export_onnx", "student", sum(host.values()), onnx.fp32, samples=n_parity,
                      time=export_wall_s(onnx.fp32, n_parity),
@@ -404,7 +426,7 @@ def predict_quantize_onnx(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
     host = {"baseline": HOST_BASELINE["quantize"], "runtime": HOST_RUNTIME["quantize_onnx"],
             "model copies": ONNX_MODEL_COPIES["quantize_onnx"] * onnx.without_ngrams + onnx.int8,
             "largest batch": _feeds_bytes(inp, batch),
-            "onnxruntime arenas": ORT_ARENA_FACTOR["quantize_onnx"] * onnx.onnx_forward(batch)}
+            "onnxruntime arenas": onnx.arena("quantize_onnx", batch)}
     host = {k: int(v) for k, v in host.items()}
     return StagePlan("quantize_onnx", "student", sum(host.values()), onnx.int8, samples=calib,
                      time=quantize_wall_s(onnx.fp32),
@@ -419,7 +441,7 @@ def predict_deploy_benchmark(inp: PlanInputs, onnx: StudentOnnx) -> StagePlan:
             "models (torch, ONNX fp32, int8)": 4 * onnx.params + onnx.fp32 + onnx.int8,
             "test rows": _rows_bytes(inp, n_test),
             "largest batch (torch forward)": onnx.forward(batch) + _feeds_bytes(inp, batch),
-            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(batch)}
+            "onnxruntime arenas": onnx.arena("deploy_benchmark", batch)}
     host = {k: int(v) for k, v in host.items()}
     reports = deploy_report_bytes(bench, inp.student, onnx.fp32, onnx.int8, n_test)
     # the test split scored by each form (torch, fp32, int8), then each batch size timed `repeats` times per form
@@ -432,7 +454,7 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
     """The held-out evaluation: the two torch models, the two ONNX sessions and the n-gram baseline loaded at
     once, the held-out sets (small, fixed by the shipped sources), one torch batch of the teacher; its files are
     the evaluation JSON (one row per model, set, perturbation and length bucket), its Markdown and its plot."""
-    from ..evaluate.reference import py3langid_installed
+    from ..evaluate.reference import compared_on_common, py3langid_installed
 
     evaluate = inp.settings.evaluate
     batch = evaluate.batch_size
@@ -444,11 +466,12 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
             "largest batch (teacher forward)": predict_inference_memory(
                 inp.teacher, batch, "fp32", "cpu", tokens=max(inp.lengths[x].peak_tokens(inp.teacher) for x in ("val", "test")))
             - 4 * teacher_params + _feeds_bytes(inp, batch),
-            "onnxruntime arenas": ORT_ARENA_FACTOR["deploy_benchmark"] * onnx.onnx_forward(64),
+            "onnxruntime arenas": onnx.arena("deploy_benchmark", 64),
+            "per atlas glyph (four glyph-path scorers)": inp.glyphs * HOST_RUNTIME["evaluate_glyph"],
             # two identifiers when installed: restricted to the model's languages, and with all of py3langid's
             "py3langid's models (when installed)": 2 * HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
     host = {k: int(v) for k, v in host.items()}
-    disk = evaluation_bytes(evaluate, inp.classes)
+    disk = evaluation_bytes(evaluate, inp.classes, compared_on_common(inp.facts.labels))
     # each held-out text (three sets, per_language per language) read clean and perturbed by every model
     models = 5 + (2 if py3langid_installed() else 0)
     scores = 3 * evaluate.per_language * inp.classes * (1 + len(evaluate.perturbations)) * models
