@@ -26,6 +26,16 @@ def test_temperature_undoes_overconfidence_and_lowers_ece():
     assert before > 0.1 and after < 0.03
 
 
+def test_temperature_is_the_minimum_of_the_nll_also_below_one():
+    """Under-confident logits (T < 1) and many classes: the fitted T is where the NLL over a fine grid is lowest."""
+    logits, y = _overconfident(0.4, n=3000, classes=40)
+    t = fit_temperature(logits, y)
+    grid = torch.linspace(0.2, 0.8, 601)
+    nll = torch.stack([torch.nn.functional.cross_entropy(logits / g, y) for g in grid])
+    assert abs(t - float(grid[nll.argmin()])) < 0.002
+    assert 0.36 < t < 0.44
+
+
 def test_reliability_bins_count_every_text():
     logits, y = _overconfident(1.0)
     bins = reliability(torch.softmax(logits, -1).numpy(), y.numpy())
