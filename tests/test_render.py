@@ -52,6 +52,23 @@ def test_unifont_bitmaps_are_the_hex_files_lines():
         face.glyph(0x10FFFF)
 
 
+@pytest.mark.parametrize("categories", [("Mn", "Me", "Cf"), ("Cf",)])
+def test_shipped_unicode_ranges_are_this_pythons(categories):
+    """The ranges shipped in data/unicode_tables.py (tools/make_unicode_tables.py) are what a scan of this
+    Python's unicodedata finds, and the layout uses them only under their Unicode version."""
+    import unicodedata
+
+    from pixelpipe.data import unicode_tables
+    from pixelpipe.data.atlas import _category_ranges, scan_categories
+
+    scanned = scan_categories(categories)
+    assert _category_ranges(categories) == scanned
+    if unicodedata.unidata_version != unicode_tables.UNIDATA_VERSION:
+        pytest.skip(f"tables shipped for Unicode {unicode_tables.UNIDATA_VERSION}, this Python has "
+                    f"{unicodedata.unidata_version}: the layout scans")
+    assert unicode_tables.RANGES[categories] == scanned
+
+
 def test_cells_are_drawn_once_deterministically_and_wide_glyphs_squeezed():
     a = draw_cluster("W", FONTS, 12, 16, 8)
     assert a.shape == (16, 8) and a.dtype == np.uint8 and a.max() > 0

@@ -47,7 +47,7 @@ import hashlib
 import re
 import unicodedata
 import zlib
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -61,19 +61,39 @@ _JOINING_CATEGORIES = ("Mn", "Me", "Cf")
 _SCAN = (range(0x30000), range(0xE0000, 0xE1000))
 
 
-@functools.cache
-def _joining_ranges() -> tuple[tuple[int, int], ...]:
-    """Inclusive code point ranges of the joining characters (Mn, Me, Cf), scanned once per process from
-    unicodedata (~50 ms), so every fast path agrees with `clusters` on every code point."""
+def as_ranges(codepoints: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted code points as inclusive (first, last) ranges of consecutive ones."""
     ranges: list[tuple[int, int]] = []
-    for block in _SCAN:
-        for cp in block:
-            if unicodedata.category(chr(cp)) in _JOINING_CATEGORIES:
-                if ranges and ranges[-1][1] == cp - 1:
-                    ranges[-1] = (ranges[-1][0], cp)
-                else:
-                    ranges.append((cp, cp))
+    for cp in codepoints:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
     return tuple(ranges)
+
+
+def scan_categories(categories: Sequence[str]) -> tuple[tuple[int, int], ...]:
+    """Inclusive ranges of the code points whose unicodedata category is one of `categories` (~50 ms a scan)."""
+    wanted = frozenset(categories)
+    return as_ranges(cp for block in _SCAN for cp in block if unicodedata.category(chr(cp)) in wanted)
+
+
+@functools.cache
+def _category_ranges(categories: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """`scan_categories` as shipped for this Python's Unicode version (data/unicode_tables.py, written by
+    tools/make_unicode_tables.py; a command's start-up skipped two ~50 ms scans), scanned otherwise."""
+    from . import unicode_tables
+
+    shipped = unicode_tables.RANGES.get(categories)
+    if shipped is not None and unicodedata.unidata_version == unicode_tables.UNIDATA_VERSION:
+        return shipped
+    return scan_categories(categories)
+
+
+def _joining_ranges() -> tuple[tuple[int, int], ...]:
+    """Inclusive code point ranges of the joining characters (Mn, Me, Cf), from this Python's unicodedata, so
+    every fast path agrees with `clusters` on every code point."""
+    return _category_ranges(_JOINING_CATEGORIES)
 
 
 @functools.cache
@@ -106,14 +126,9 @@ def _ignorable_pattern() -> re.Pattern[str]:
     """Every invisible format character but the joiners and the prepended marks (IGNORABLE), and the variation
     selectors: what `normalize` removes."""
     keep = {ord(ZWNJ), ord(ZWJ)} | _VISIBLE_FORMAT
-    cps = [cp for block in _SCAN for cp in block if unicodedata.category(chr(cp)) == "Cf" and cp not in keep]
-    cps = sorted(cps + [cp for a, b in _INVISIBLE_MARKS for cp in range(a, b + 1)])
-    ranges: list[list[int]] = []
-    for cp in cps:  # as ranges: a class of single code points costs ~40 us a text, ranges ~1 us
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
+    cps = [cp for a, b in _category_ranges(("Cf",)) for cp in range(a, b + 1) if cp not in keep]
+    # as ranges: a class of single code points costs ~40 us a text, ranges ~1 us
+    ranges = as_ranges(sorted(cps + [cp for a, b in _INVISIBLE_MARKS for cp in range(a, b + 1)]))
     return re.compile("[" + "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "")
                                     for a, b in ranges) + "]")
 
