@@ -113,11 +113,12 @@ def test_loaded_profiles_are_fresh_copies():
 # changed on purpose: every language by default, checkpoints every 1000 / 500 steps).
 PINNED = {
     "cpu": {"corpus.languages": None,
-            "corpus.num_samples": 222000, "render.lines": 1, "render.line_chars": 96,
+            "corpus.num_samples": 400000, "corpus.splits": {"train": 0.89, "val": 0.055, "test": 0.055},
+            "render.lines": 1, "render.line_chars": 96, "teacher.train.epochs": 1,
             "teacher.model.core": "none", "teacher.model.dim": 32, "teacher.model.activation": "relu",
             "teacher.model.ngram_orders": 5, "teacher.model.ngram_bits": 19, "teacher.model.ngram_dim": 128,
             "student.model.ngram_orders": 4, "student.model.ngram_bits": 17, "student.model.ngram_dim": 64,
-            "teacher.train.lr": 0.004, "student.train.epochs": 2, "student.train.batch_size": 64, "student.model.dim": 16,
+            "teacher.train.lr": 0.004, "student.train.epochs": 1.5, "student.train.batch_size": 64, "student.model.dim": 16,
             "student.train.augment": ["case", "no_diacritics", "lookalikes"], "student.checkpoint.every_steps": 500,
             "teacher.checkpoint.keep_last": 1, "teacher.checkpoint.every_steps": 1000,
             "engine.precision": "auto", "engine.num_workers": 0, "encode.batch_size": 256},
