@@ -10,7 +10,8 @@ from pixelpipe.data.corpusfile import SPLITS, CorpusError, load_user_corpus
 from pixelpipe.data.sources import DEFAULT_LOCALES
 from tests._config_utils import section
 
-DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40, sources=["faker"])
+DEFAULT_CFG = section("corpus", path=None, num_samples=190, min_chars=10, max_chars=40, sources=["faker"],
+                      splits={"train": 0.8, "val": 0.1, "test": 0.1})
 REAL_LANGS = ["de", "fr", "ja", "ru", "hi"]
 REAL_CFG = section("corpus", path=None, num_samples=100, languages=REAL_LANGS)  # the default sources: real text
 FONTS = ("DejaVuSans", "DejaVuSerif", "DejaVuSansMono")

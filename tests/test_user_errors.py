@@ -40,9 +40,12 @@ def _write(tmp_path: Path, fmt: str, columns: dict[str, list]) -> Path:
     return path
 
 
+SPLITS_80_10_10 = {"train": 0.8, "val": 0.1, "test": 0.1}  # a dozen rows still give val and test one each
+
+
 def _cfg(path: Path, **kw) -> dict:
     return section("corpus", **{"path": str(path), "text_column": "body", "label_column": "lang",
-                                "split_column": "part", **kw})
+                                "split_column": "part", "splits": SPLITS_80_10_10, **kw})
 
 
 def _refusal(cfg: dict) -> str:
@@ -127,7 +130,7 @@ def test_what_only_the_corpus_rule_sees_is_one_line_in_its_log(tmp_path):
     """Two labels and texts pass the parse-time checks, but the second label's only row has no text: after the bad
     row is dropped one class is left, which only the corpus rule can see. Its log says so in one line."""
     path = _write(tmp_path, "csv", {"body": ["Guten Tag", None, *["Hallo"] * 8], "lang": ["de", "fr", *["de"] * 8]})
-    corpus = {"path": str(path), "text_column": "body", "label_column": "lang"}
+    corpus = {"path": str(path), "text_column": "body", "label_column": "lang", "splits": SPLITS_80_10_10}
     assert sum(planned_split_sizes(section("corpus", **corpus)).values()) == 10
     proc = snakemake(tmp_path, "results/corpus/labels.json", overrides={"corpus": corpus}, check=False)
     log = (tmp_path / "logs/corpus/all.log").read_text()
