@@ -85,10 +85,11 @@ HOST_RUNTIME = {
     "evaluate_py3langid": 81_000_000,
 }
 # A render job writing several shards keeps part of the earlier shards' buffers (glibc's free lists; -23 % at 9 and
-# 84 shards in bench/growth.py, docs/benchmarks.md): `share` of one shard's terms, reached after `shards` more
-# shards. Fitted on the train jobs of the 19-language default (4 shards: +21.6 MiB over the one-shard model) and the
-# every-language one (11 shards: +29.8; its 2-shard val and test jobs: +4.4 and +1.8), sampled every 5 ms.
-RENDER_CREEP = {"share": 0.4, "shards": 3}
+# 84 shards in bench/growth.py, docs/benchmarks.md): `per_doubling` of one shard's terms for each doubling of the
+# shards it writes, at most `cap`. Fitted on the train jobs of the 19-language default (4 shards: 0.39 of the shard
+# terms over the one-shard model), the previous every-language default (11 shards: 0.50; its 2-shard val and test
+# jobs 0.03-0.07) and the current one (22 shards: 0.78 and 0.88 on two runs), sampled every 5 ms.
+RENDER_CREEP = {"per_doubling": 0.17, "cap": 0.8}
 # Copies of the fp32 ONNX model a stage holds at its peak besides the analytic terms (export: the exported
 # program, the ModelProto, its serialized bytes, the session; quantize: the fp32, pre-processed and
 # calibration-augmented protos and sessions). Fitted on ONE larger student (dim 256, depth 2, 1.9 M

@@ -138,8 +138,8 @@ def predict_baseline(inp: PlanInputs) -> StagePlan:
 
 def render_creep(shards: int) -> float:
     """What a render job keeps of its earlier shards' buffers, as a share of one shard's terms: none with one
-    shard, rising to RENDER_CREEP["share"] over RENDER_CREEP["shards"] more (fitted, see plan/memory.py)."""
-    return RENDER_CREEP["share"] * min(1.0, max(0, shards - 1) / RENDER_CREEP["shards"])
+    shard, growing with the log of the shards written up to a cap (RENDER_CREEP, fitted: see plan/memory.py)."""
+    return min(RENDER_CREEP["cap"], RENDER_CREEP["per_doubling"] * math.log2(max(shards, 1)))
 
 
 def predict_render(inp: PlanInputs) -> list[StagePlan]:
