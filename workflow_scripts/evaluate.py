@@ -7,7 +7,7 @@ from pixelpipe.core.io import read_json
 from pixelpipe.deploy.onnxmodel import verify_onnx
 from pixelpipe.evaluate.accuracy import score
 from pixelpipe.evaluate.calibration import heldout_calibration
-from pixelpipe.evaluate.reference import py3langid_scorer
+from pixelpipe.evaluate.reference import common_languages, py3langid_scorer
 from pixelpipe.evaluate.report import write_outputs
 from pixelpipe.evaluate.scorers import BaselineScorer, OnnxScorer, TorchScorer
 from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
@@ -27,7 +27,7 @@ with stage(sm) as (log, meter):
     reference = py3langid_scorer(labels)
     if reference is not None:  # restricted to the languages it shares with the model, and with all of its own
         scorers["py3langid"], scorers["py3langid_all"] = reference, py3langid_scorer(labels, restricted=False)
-    common = reference.known if reference is not None and len(reference.known) < len(labels) else None
+    common = common_languages(reference.known, labels) if reference is not None else None
     sets = heldout_sets(settings, labels, sm.params.fonts, sm.params.seed)
     scores = score(scorers, sets, settings.perturbations, sm.params.seed, log, common)
     calibration = heldout_calibration(scorers["onnx_fp32"].proba, labels, sets)

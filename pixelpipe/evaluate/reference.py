@@ -6,7 +6,7 @@ Torch-free: the planner asks whether it is installed.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 # Our labels that py3langid spells otherwise (it has "no" for Norwegian Bokmal); a script or region subtag is
 # dropped (zh-Hans and zh-Hant are both its "zh", sr-Latn its "sr").
@@ -28,13 +28,24 @@ class ReferenceScorer:
         from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
         self.ident = LanguageIdentifier.from_model_file(MODEL_FILE)
-        self.known = [lab for lab in labels if reference_code(lab) in self.ident.nb_classes]
+        self.known = known_labels(labels, self.ident.nb_classes)
         if restricted:
             self.ident.set_languages(sorted({reference_code(lab) for lab in self.known}))
         self.label_key = reference_code
 
     def __call__(self, texts: list[str]) -> list[str]:
         return [self.ident.classify(t)[0] for t in texts]
+
+
+def known_labels(labels: Sequence[str], codes: Collection[str]) -> list[str]:
+    """The labels a reference answering in `codes` can answer at all."""
+    return [lab for lab in labels if reference_code(lab) in codes]
+
+
+def common_languages(known: Sequence[str], labels: Sequence[str]) -> Sequence[str] | None:
+    """The languages every score is also counted over (scope "common"): those the reference knows, when it knows
+    at least two of the model's labels and not all of them; None otherwise."""
+    return known if 2 <= len(known) < len(labels) else None
 
 
 def py3langid_scorer(labels: Sequence[str], restricted: bool = True) -> ReferenceScorer | None:
@@ -59,11 +70,8 @@ def reference_languages() -> frozenset[str]:
 
 
 def compared_on_common(labels: Sequence[str]) -> bool:
-    """Whether the evaluation also counts every score over the languages py3langid shares with the model (it
-    does when py3langid is installed, knows at least two of the labels and not all of them)."""
-    known = reference_languages()
-    shared = sum(reference_code(lab) in known for lab in labels)
-    return 2 <= shared < len(labels)
+    """Whether the evaluation also counts every score over the languages py3langid shares with the model."""
+    return common_languages(known_labels(labels, reference_languages()), labels) is not None
 
 
 def py3langid_installed() -> bool:

@@ -49,7 +49,6 @@ class CorpusFacts:
     exact: bool  # every row was read (nothing extrapolated)
     frame_rows: int = 0  # rows drawn from the shipped sources, or the user file's rows: one chunk, held whole
     faker_rows: int = 0  # rows Faker generates (streamed in chunks)
-    source_rows: int = 0  # rows of the shipped sources the corpus rule loads to draw from
     user_file: bool = False  # the drawn rows are a user's file (corpus.path)
     labels: tuple[str, ...] = ()  # the class labels in id order
 
@@ -167,11 +166,5 @@ def corpus_facts(ccfg: CorpusSettings, render: RenderSettings, seed: int, exact:
                        {k: int(round(v)) for k, v in scan.sources.items()})
     disk = {**scan.parquet_bytes(), "labels.json": len(json_text(info)),
             "charset.json": len(json_text({"format": CHARSET_FORMAT, "clusters": charset}))}
-    # the corpus rule reads one language's row groups at a time, but what it has read stays in the process
-    # (pyarrow's pool, pandas blocks): every row of the corpus's languages in the listed sources counts
-    langs = builtin.corpus_languages(ccfg.languages, ccfg.sources) if ccfg.path is None else []
-    loaded = sum(builtin.catalog()[s]["counts"].get(lang, 0) for s in ccfg.sources if s != builtin.FAKER
-                 for lang in langs)
     return CorpusFacts(scan.texts, max(1, len(ids)), charset, disk, scan.exact, len(frame), sum(fill.values()),
-                       loaded, ccfg.path is not None,
-                       tuple(sorted(ids, key=ids.get)))
+                       ccfg.path is not None, tuple(sorted(ids, key=ids.get)))

@@ -95,8 +95,8 @@ def _train_steps(n_train: int, train: TrainSettings) -> tuple[int, int]:
 
 
 def predict_corpus(inp: PlanInputs) -> StagePlan:
-    """The corpus job streams. Its peak is the larger of two phases: drawing (the shipped sources loaded, the drawn
-    rows picked from them) and writing (the drawn rows, one chunk, held while Faker's chunks stream, two alive at a
+    """The corpus job streams. Its peak is the larger of two phases: drawing (the shipped sources read one language
+    at a time, the drawn rows picked from them) and writing (the drawn rows, one chunk, held while Faker's chunks stream, two alive at a
     time); a user file is one chunk. What grows with the corpus is one split code per row (and the permutation
     that assigns them)."""
     from .corpusfacts import FAKER_CHUNK_ROWS
@@ -104,7 +104,8 @@ def predict_corpus(inp: PlanInputs) -> StagePlan:
     facts, rt = inp.facts, HOST_RUNTIME
     n_all = facts.frame_rows + facts.faker_rows
     frame = facts.frame_rows * (rt["corpus_user_row"] if facts.user_file else rt["corpus_row"])
-    drawing = {"shipped sources read": rt["corpus_sources"] if facts.source_rows else 0, "drawn rows": frame}
+    read_sources = facts.frame_rows and not facts.user_file  # rows drawn from the shipped sources
+    drawing = {"shipped sources read": rt["corpus_sources"] if read_sources else 0, "drawn rows": frame}
     writing = {"drawn rows (one chunk)": frame, "Faker providers": rt["corpus_faker"] if facts.faker_rows else 0,
                "Faker chunks (two alive)": min(facts.faker_rows, 2 * FAKER_CHUNK_ROWS) * rt["corpus_faker_row"]}
     phase = drawing if sum(drawing.values()) >= sum(writing.values()) else writing
