@@ -244,7 +244,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    for line in predictor.notices.lines(predictor.settings.cells, predictor.min_chars):
+    for line in predictor.notices.lines(predictor.capacity, predictor.min_chars):
         print(f"note: {line}", file=sys.stderr)
     return 0
 

@@ -117,13 +117,32 @@ class Deployed:
                                      trained_glyphs=[i for i, c in enumerate(self.charset) if c != UNTRAINED])
         self.path = export(self.model, self.config, path)
 
+    def window_reference(self, text: str, starts: Sequence[int]) -> np.ndarray:
+        """The torch model's mean logits [classes] over windows of `cells` glyphs of `text` starting at `starts`
+        (its glyph ids laid out whole, sliced by hand): what reading a long text in windows must give."""
+        capacity = 8 * self.settings.cells
+        ids, full = Renderer(self.settings, self.atlas).layout([text], capacity)
+        return self._windows_logits(ids[0], min(int(full[0]), capacity), starts)
+
+    def _windows_logits(self, row: np.ndarray, n: int, starts: Sequence[int]) -> np.ndarray:
+        cells = self.settings.cells
+        windows = [np.pad(row[a : a + cells], (0, max(0, a + cells - len(row)))) for a in starts]
+        return torch_logits(self.model, np.stack(windows), np.array([min(cells, n - a) for a in starts])).mean(0)
+
     def reference(self, texts: Sequence[str]) -> np.ndarray:
         """The torch model's logits for `texts` on its glyph path, its atlas extended by the cells of the clusters
-        the texts hold and the atlas lacks (drawn by the same renderer): a model whose atlas contained them."""
-        atlas = real_atlas(self.charset)
-        ids, lengths = layout(self.settings, atlas, texts)
+        the texts hold and the atlas lacks (drawn by the same renderer): a model whose atlas contained them. A text
+        longer than the layout is read as the deployed model documents: k = ceil(n / cells) windows (n up to 8
+        layouts), the i-th starting at round(i (n - cells) / (k - 1)), their logits averaged."""
+        atlas, cells = real_atlas(self.charset), self.settings.cells
+        ids, full = Renderer(self.settings, atlas).layout(list(texts), capacity=8 * cells)
         self.model.set_atlas(torch.from_numpy(atlas.cells.copy()))
         try:
-            return torch_logits(self.model, ids, lengths)
+            out = []
+            for row, n in zip(ids, np.minimum(full, 8 * cells).tolist()):
+                k = max(1, -(-n // cells))
+                out.append(self._windows_logits(row, n, [round(i * (n - cells) / (k - 1)) for i in range(k)]
+                                                 if k > 1 else [0]))
+            return np.stack(out)
         finally:
             self.model.set_atlas(torch.from_numpy(self.atlas.cells.copy()))

@@ -60,7 +60,9 @@ def _cli(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> sub
 
 
 def _long(n: int) -> str:
-    return " ".join(du.real_texts())[:n]
+    """n characters of real text, none of them a space at its end (normalizing would drop it)."""
+    text = " ".join(du.real_texts())[:n]
+    return text[:-1] + "a" if text.endswith(" ") else text
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -258,15 +260,38 @@ def test_top_k_on_the_plain_line(deployed_student):
 
 def test_predictor_is_the_torch_student_on_real_text(deployed_student):
     d = deployed_student
-    texts = [*du.real_texts(), "a", _long(3 * d.settings.cells)]
+    texts = [*du.real_texts(), "a", _long(d.settings.cells)]
     p = Predictor(d.path)
     probs, errors, full = p.predict_proba(texts)
-    assert errors == [None] * len(texts) and full[-1] == 3 * d.settings.cells
+    assert errors == [None] * len(texts) and full[-1] == d.settings.cells
     np.testing.assert_allclose(probs, _softmax(d.reference(texts)), atol=1e-5)
     preds = p.predict(texts, top=3)
     assert [x.label for x in preds] == [du.LABELS[i] for i in probs.argmax(1)]
     assert all(len(x.top) == 3 and x.top[0] == (x.label, x.probability) for x in preds)
-    assert [x.truncated for x in preds] == [n > d.settings.cells for n in full]
+    assert not any(x.truncated for x in preds)
+
+
+def test_long_text_is_read_in_windows(deployed_student):
+    """A text longer than the layout is read whole: its logits are the mean of the torch model's over windows of
+    the layout's size spread evenly from its start to its end (the last ending at the text's end); past 8 windows
+    the rest is cut and the text counted as truncated."""
+    d = deployed_student
+    c = d.settings.cells
+    texts = [_long(3 * c), _long(2 * c + 5), _long(c + 1), _long(20 * c), du.real_texts()[0]]
+    p = Predictor(d.path)
+    probs, errors, full = p.predict_proba(texts)
+    assert errors == [None] * len(texts) and full.tolist()[:4] == [3 * c, 2 * c + 5, c + 1, 20 * c]
+    want = [d.window_reference(texts[0], [0, c, 2 * c]),
+            d.window_reference(texts[1], [0, round((c + 5) / 2), c + 5]),
+            d.window_reference(texts[2], [0, 1]),
+            d.window_reference(texts[3], [i * c for i in range(8)]),  # its first 8 c characters
+            d.reference(texts[4:])[0]]
+    np.testing.assert_allclose(probs, _softmax(np.stack(want)), atol=1e-5)
+    fresh = Predictor(d.path)
+    preds = fresh.predict(texts)
+    assert [x.truncated for x in preds] == [False, False, False, True, False] and fresh.notices.truncated == 1
+    one = [Predictor(d.path, batch_size=1).classify(t).probability for t in texts]
+    np.testing.assert_allclose(one, [x.probability for x in preds], atol=1e-6)
 
 
 def test_unseen_characters_are_drawn_and_folded_on_the_fly(deployed_student):
@@ -327,7 +352,7 @@ def test_length_buckets_give_what_batch_size_one_gives(deployed_student):
 
 
 def _notice_texts(cells: int) -> list[str]:
-    return [f"{du.UNSEEN}{du.UNSEEN} zweimal", f"twice {du.UNSEEN}", "Größe ändern", "ab", _long(cells + 9),
+    return [f"{du.UNSEEN}{du.UNSEEN} zweimal", f"twice {du.UNSEEN}", "Größe ändern", "ab", _long(8 * cells + 9),
             _long(cells), "", "Bonjour à tous"]
 
 
@@ -341,9 +366,9 @@ def test_notices_count_each_text_once(deployed_student):
     n = p.notices
     assert dict(n.unseen) == {du.UNSEEN: 2, du.UNTRAINED: 1}
     assert (n.truncated, n.short, n.errors) == (1, 1, 1)
-    lines = n.lines(d.settings.cells, 5)
+    lines = n.lines(p.capacity, 5)
     assert len(lines) == 4 and f"{du.UNSEEN!r} (2), {du.UNTRAINED!r} (1);" in lines[0]
-    assert lines[1].startswith(f"1 text(s) longer than the layout: the model saw their first {d.settings.cells}")
+    assert lines[1].startswith(f"1 text(s) longer than the model reads ({p.capacity} characters: 8 windows")
     assert lines[2].startswith("1 text(s) shorter than any training text or window (5 characters)")
     assert lines[3].startswith("1 input(s) could not be classified")
 
@@ -597,12 +622,16 @@ def test_predict_is_deterministic_and_order_free(tiny_run, capsys):
 
 def test_file_text_and_image_inputs_agree(tiny_run, tmp_path, capsys):
     model = str(tiny_run / "models/student.onnx")
+    cfg = onnxmodel.read_metadata(model)["config"]
+    # an image holds one layout: a longer text (read whole from a file) is compared as the image shows it
+    cells = cfg["render"]["line_chars"] * cfg["render"]["lines"]
+    shown = ["".join(c[:cells]).rstrip() for c in (clusters(normalize(t)) for t in TEXTS)]
+    assert shown != TEXTS
     f = tmp_path / "texts.txt"
-    f.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    f.write_text("\n".join(shown) + "\n", encoding="utf-8")
     assert run(["--model", model, "--json", "--top", "3", "--file", str(f)]) == 0
     from_file = json.loads(capsys.readouterr().out)
     assert len(from_file) == len(TEXTS) and all(len(r["top"]) == 3 for r in from_file)
-    cfg = onnxmodel.read_metadata(model)["config"]
     paths = []
     for i, image in enumerate(_renderer(cfg).render(TEXTS)[0]):
         p = tmp_path / f"{i}.png"
@@ -709,10 +738,11 @@ def test_notes_only_outside_the_training_range(tiny_run):
     ok = _corpus_texts(tiny_run, "train")[0][:capacity]  # only characters training saw, within the range
     proc = _cli("--model", model, ok)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    proc = _cli("--model", model, "ab", "x" * (capacity + 5), "Ω≈ç")
+    proc = _cli("--model", model, "ab", "x" * (capacity + 5), "x" * (8 * capacity + 5), "Ω≈ç")
     assert proc.returncode == 0
     assert "2 text(s) shorter than any training text or window" in proc.stderr
-    assert f"the model saw their first {capacity} characters" in proc.stderr
+    assert f"1 text(s) longer than the model reads ({8 * capacity} characters: 8 windows of its layout): it read " \
+           f"their first {8 * capacity}" in proc.stderr
     assert "characters training never saw" in proc.stderr and "'≈' (1)" in proc.stderr
 
 

@@ -93,14 +93,15 @@ class Renderer:
             self._by_codepoint[cp] = self.atlas.lookup(chr(cp))
         return self._by_codepoint[codepoints] if (cells < 0).any() else cells
 
-    def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def layout(self, texts: Sequence[str], capacity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]; 0 = empty).
+        `capacity`: the layout's cells unless given (a long text read in windows: core/longtext.py).
 
         All texts' code points are looked up at once: texts without a joining character (nearly all) are
         their own clusters and go through one vectorized code point -> cell lookup; the others are split
         into clusters one by one.
         """
-        cap, n = self.settings.cells, len(texts)
+        cap, n = capacity or self.settings.cells, len(texts)
         out = np.zeros((n, cap), np.int32)
         normal = [normalize(t) for t in texts]
         lens = np.fromiter(map(len, normal), np.int64, n)

@@ -30,6 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.batching import length_batches
+from ..core.longtext import MAX_WINDOWS, whole_text_logits
 from ..data import languages as registry
 from ..data.atlas import control_characters, drop_undrawable, undrawable
 from ..data.glyphkeys import cell_keys
@@ -66,6 +67,7 @@ class Notices:
     errors: int = 0
 
     def lines(self, cells: int, min_chars: int) -> list[str]:
+        """`cells`: the characters a text is read up to (Predictor.capacity)."""
         out = []
         if self.unseen:
             chars = ", ".join(f"{c!r} ({n})" for c, n in self.unseen.most_common(20))
@@ -78,7 +80,8 @@ class Notices:
             out.append(f"characters the model's fonts cannot draw (texts holding each): {chars}{more}; left out, "
                        "the rest of each text classified")
         if self.truncated:
-            out.append(f"{self.truncated} text(s) longer than the layout: the model saw their first {cells} characters")
+            out.append(f"{self.truncated} text(s) longer than the model reads ({cells} characters: "
+                       f"{MAX_WINDOWS} windows of its layout): it read their first {cells}")
         if self.short:
             out.append(f"{self.short} text(s) shorter than any training text or window ({min_chars} characters): "
                        "their predictions are less reliable")
@@ -152,6 +155,7 @@ class Predictor:
             raise onnxmodel.ModelFileError(f"the model's render settings, atlas or fold map cannot be used: {e}") \
                 from None
         self.renderer = Renderer(self.settings, self.atlas)
+        self.capacity = self.settings.cells * MAX_WINDOWS  # characters read of a long text (core/longtext.py)
         self.exported = len(self.atlas)  # glyphs the file's own table holds
         self.trained = np.zeros(self.exported, bool)
         self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
@@ -206,8 +210,10 @@ class Predictor:
         return registry.names(self.labels)
 
     # ---- glyph ids -----------------------------------------------------------------------
-    def layout(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
-        """(atlas glyph ids [N, cells], characters per text before truncation [N], error per text or None).
+    def layout(self, texts: Sequence[str], capacity: int | None = None) -> tuple[np.ndarray, np.ndarray,
+                                                                                 list[str | None]]:
+        """(atlas glyph ids [N, capacity], characters per text before truncation [N], error per text or None);
+        capacity: the layout's cells unless given.
 
         A text holding a control character is an error (it is not writing). Clusters no font draws are left
         out and counted; a text left with nothing is one blank cell, which the script gate calls 'no letters'."""
@@ -215,10 +221,10 @@ class Predictor:
         texts = [t if e is None else "" for t, e in zip(texts, errors)]
         blank: list[int] = []
         try:
-            ids, full = self.renderer.layout(texts)
+            ids, full = self.renderer.layout(texts, capacity)
         except ValueError:  # a cluster no font draws (rare): leave it out of the texts holding one, lay out again
             texts, blank = self._drop_undrawable(texts)
-            ids, full = self.renderer.layout(texts)
+            ids, full = self.renderer.layout(texts, capacity)
         if blank:
             full[blank] = 1
         errors = [e if e is not None else "empty text" if n == 0 else None for e, n in zip(errors, full.tolist())]
@@ -261,7 +267,7 @@ class Predictor:
             names = self.atlas.clusters
             for g in unseen:
                 self.notices.unseen[names[g]] += int((rows == g).any(1).sum())
-        self.notices.truncated += int((full[ok] > cells).sum())
+        self.notices.truncated += int((full[ok] > self.capacity).sum())
         self.notices.short += int((full[ok] < self.min_chars).sum())
         self.notices.errors += int((~ok).sum())
 
@@ -301,7 +307,14 @@ class Predictor:
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
         lengths = np.minimum(full[ok], self.settings.cells)
-        probs[ok] = self.probabilities(self.logits(ids[ok], lengths), lengths)
+        logits = self.logits(ids[ok], lengths)
+        long = np.flatnonzero(full[ok] > self.settings.cells)
+        if len(long):  # read whole (up to MAX_WINDOWS layouts): the mean logits of windows spread over the text
+            rows = np.flatnonzero(ok)[long]
+            long_ids, long_full, _ = self.layout([texts[i] for i in rows], self.capacity)
+            logits[long] = whole_text_logits(logits[long], long_ids, np.minimum(long_full, self.capacity),
+                                             self.settings.cells, self.logits)
+        probs[ok] = self.probabilities(logits, lengths)
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
             self.gate.update(self.atlas.clusters)
@@ -335,7 +348,7 @@ class Predictor:
         top = min(top, len(self.labels) if self.allowed is None else int(self.allowed.sum()))  # no label at p = 0
         best = np.nan_to_num(probs, nan=-1).argmax(1)
         best_p = probs[np.arange(len(best)), best].tolist()
-        truncated = (full > self.settings.cells).tolist()
+        truncated = (full > self.capacity).tolist()
         # stable: tied probabilities (an int8 model's) rank as argmax picks, so top[0] is always the label
         ranks = np.argsort(-np.nan_to_num(probs, nan=-1), axis=1, kind="stable")[:, :top] if top > 1 else best[:, None]
         decided = self.decider.decide(probs)

@@ -2,7 +2,8 @@
 
 The torch models read text as training did: laid out with their own render
 settings and atlas (characters the atlas lacks are drawn, and the model's
-atlas extended), texts sorted by length and batched trimmed. The ONNX files
+atlas extended), texts sorted by length and batched trimmed, a text longer
+than the layout in windows as the Predictor reads it (core/longtext.py). The ONNX files
 go through the deployed Predictor, exactly as a user's predict call. The
 n-gram baseline reads the text itself. The reference they are compared with,
 py3langid (optional), is in pixelpipe.evaluate.reference.
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from ..core.batching import length_batches, trimmed_width
+from ..core.longtext import MAX_WINDOWS, whole_text_logits
 from ..data.atlas import GlyphAtlas
 from ..data.render import Renderer, RenderSettings
 from ..model.checkpoint import load_model
@@ -36,16 +38,26 @@ class TorchScorer:
     @torch.inference_mode()
     def __call__(self, texts: list[str]) -> list[str]:
         ids, full = self.renderer.layout(texts)
+        cells = self.settings.cells
+        logits = self._logits(ids, np.minimum(full, cells))
+        long = np.flatnonzero(full > cells)
+        if len(long):  # read whole in windows, as the deployed Predictor reads them (core/longtext.py)
+            capacity = cells * MAX_WINDOWS
+            long_ids, long_full = self.renderer.layout([texts[i] for i in long], capacity)
+            logits[long] = whole_text_logits(logits[long], long_ids, np.minimum(long_full, capacity), cells,
+                                             self._logits)
+        return [self.labels[p] for p in logits.argmax(1)]
+
+    def _logits(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         if len(self.atlas) > self.model.atlas.shape[0]:  # characters the atlas lacked were drawn: the model sees them
             self.model.set_atlas(torch.from_numpy(self.atlas.cells.copy()))
         s = self.settings
-        lengths = np.minimum(full, s.cells)
-        preds = np.empty(len(texts), np.int64)
+        out = np.empty((len(ids), len(self.labels)), np.float32)
         for idx in length_batches(lengths, self.batch_size):
             t = trimmed_width(int(lengths[idx].max()), s.line_chars, s.lines, ids.shape[1])
             glyphs = torch.from_numpy(ids[idx, :t].astype(np.int64))
-            preds[idx] = self.model(glyphs, torch.from_numpy(lengths[idx].astype(np.int64)))["logits"].argmax(1).numpy()
-        return [self.labels[p] for p in preds]
+            out[idx] = self.model(glyphs, torch.from_numpy(lengths[idx].astype(np.int64)))["logits"].float().numpy()
+        return out
 
 
 class OnnxScorer:
