@@ -142,3 +142,47 @@ def test_breadth_against_the_reference_language_by_language():
     b = breadth(table, known=["de", "bs", "fr"])
     assert b["ahead"] == [("de", 1.0)] and b["behind"] == [("bs", -2.0)] and b["level"] == [("fr", 0.0)]
     assert b["only"] == [("sco", 80.0)]  # py3langid does not know it: listed with the model's accuracy alone
+
+
+def test_a_scorer_of_one_scope_reads_only_its_texts_and_is_counted_there():
+    """The deployed model restricted to the reference's languages (`onnx_fp32_shared`) is asked only about the
+    texts of those languages, and counted only over them."""
+    sets = {"ui": __import__("pandas").DataFrame({"text": ["a" * 10, "b" * 30, "c" * 50], "label": ["x", "y", "y"],
+                                                   "source": "s"})}
+    asked = []
+
+    class Shared:
+        scope = "common"
+
+        def __call__(self, texts):
+            asked.extend(texts)
+            return ["y", "x"]
+
+    scores = score({"shared": Shared(), "all": lambda t: ["x", "y", "y"]}, sets, [], seed=0, log=lambda m: None,
+                   common=["y"])
+    assert asked == ["b" * 30, "c" * 50]
+    assert {r["scope"] for r in scores.rows if r["model"] == "shared"} == {"common"}
+    common = accuracy_table(scores.rows, perturbation="clean", set="ui", scope="common")
+    assert common.loc["all", "shared"] == 50.0 and common.loc["20-40", "shared"] == 100.0
+    assert "shared" not in accuracy_table(scores.rows, perturbation="clean", set="ui").columns
+    assert scores.languages["shared"] == {"y": {"n": 2, "correct": 1, "read_as": {"x": 1}}}
+    assert scores.examples["shared"] == [{"set": "ui", "text": "c" * 50, "label": "y"}]
+
+
+def test_the_shared_languages_goal_and_breadth_compare_both_restricted():
+    import pandas as pd
+
+    from pixelpipe.evaluate.report import breadth
+
+    rows = [{"model": m, "set": s, "perturbation": "clean", "bucket": b, "n": 1000, "correct": c, "scope": scope}
+            for m, c, scopes in (("onnx_fp32", 990, ("all", "common")), ("onnx_fp32_shared", 995, ("common",)),
+                                 ("py3langid", 993, ("all", "common")))
+            for scope in scopes for s in ("prose", "phrases", "ui") for b in ("<20", "all")]
+    got = {g["goal"]: g["met"] for g in goals(rows)}
+    assert got["onnx_fp32 >= py3langid, all sets (languages it knows)"] is False
+    assert got["onnx_fp32_shared >= py3langid (both restricted to the languages they share), all sets"] is True
+    assert got["onnx_fp32_shared >= py3langid (both restricted to the languages they share), <20 chars"] is True
+    table = pd.DataFrame({"onnx_fp32": [97.0, 80.0], "onnx_fp32_shared": [99.0, None], "py3langid": [98.0, 0.0]},
+                         index=["de", "sco"])
+    b = breadth(table, known=["de"])
+    assert b["ahead"] == [("de", 1.0)] and b["only"] == [("sco", 80.0)]  # de: 99 (restricted) against 98

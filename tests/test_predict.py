@@ -124,6 +124,19 @@ def test_languages_restrict_the_answer_and_renormalize(deployed_student):
     assert bad.returncode == 2 and "zz" in bad.stderr and bad.stderr.count("\n") == 1
 
 
+def test_the_evaluation_scores_the_model_restricted_as_predict_languages_does(deployed_student):
+    """The evaluation's `onnx_fp32_shared` is the deployed Predictor with set_languages (what --languages does), on
+    the ONNX scorer's own session, which it leaves answering every label."""
+    from pixelpipe.evaluate.scorers import OnnxScorer, SharedLanguagesScorer
+
+    onnx = OnnxScorer(deployed_student.path)
+    shared = SharedLanguagesScorer(onnx, ["de", "ru"])
+    p = Predictor(deployed_student.path)
+    p.set_languages(["de", "ru"])
+    assert shared(TEXTS) == [x.label or "" for x in p.predict(TEXTS)] and shared.scope == "common"
+    assert onnx.predictor.allowed is None and onnx(TEXTS) == [x.label for x in Predictor(deployed_student.path).predict(TEXTS)]
+
+
 def test_one_text_is_refused_where_texts_are_expected_and_classify_answers_it(deployed_student):
     """A str given to predict or predict_proba would be iterated, each character classified as a text: a TypeError
     pointing to `classify` instead; `classify(text)` is predict([text])[0], and takes nothing but a str."""

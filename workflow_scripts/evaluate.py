@@ -8,8 +8,8 @@ from pixelpipe.deploy.onnxmodel import verify_onnx
 from pixelpipe.evaluate.accuracy import score
 from pixelpipe.evaluate.calibration import heldout_calibration
 from pixelpipe.evaluate.reference import common_languages, py3langid_scorer
-from pixelpipe.evaluate.report import write_outputs
-from pixelpipe.evaluate.scorers import BaselineScorer, OnnxScorer, TorchScorer
+from pixelpipe.evaluate.report import SHARED, write_outputs
+from pixelpipe.evaluate.scorers import BaselineScorer, OnnxScorer, SharedLanguagesScorer, TorchScorer
 from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
 from pixelpipe.workflow_job import stage
 
@@ -28,6 +28,8 @@ with stage(sm) as (log, meter):
     if reference is not None:  # restricted to the languages it shares with the model, and with all of its own
         scorers["py3langid"], scorers["py3langid_all"] = reference, py3langid_scorer(labels, restricted=False)
     common = common_languages(reference.known, labels) if reference is not None else None
+    if common is not None:  # the deployed model restricted to the same languages as py3langid
+        scorers[SHARED] = SharedLanguagesScorer(scorers["onnx_fp32"], common)
     sets = heldout_sets(settings, labels, sm.params.fonts, sm.params.seed)
     scores = score(scorers, sets, settings.perturbations, sm.params.seed, log, common)
     calibration = heldout_calibration(scorers["onnx_fp32"].proba, labels, sets)

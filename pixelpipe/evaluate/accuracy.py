@@ -1,8 +1,9 @@
 """Every model on every held-out set, clean and perturbed, counted by length bucket; accuracy tables of the counts.
 
 The models are callables, texts -> predicted labels (pixelpipe.evaluate.scorers: teacher, student, ONNX fp32
-and int8, the n-gram baseline; pixelpipe.evaluate.reference: py3langid when it is installed, restricted to the
-model's labels).
+and int8, the n-gram baseline, and ONNX fp32 answering only among the languages py3langid knows;
+pixelpipe.evaluate.reference: py3langid when it is installed, restricted to the model's labels). A scorer with a
+`scope` attribute is counted over that scope alone and reads only its texts.
 """
 
 from __future__ import annotations
@@ -57,16 +58,23 @@ def score(scorers: dict[str, Scorer], sets: dict[str, pd.DataFrame], kinds: Sequ
             texts = perturbed(df["text"].tolist(), truth, kind, seed)
             lengths = np.array([len(re.sub(r"\s+", " ", t).strip()) for t in texts])
             for name, predict in scorers.items():
-                predicted = list(predict(texts))
+                only = getattr(predict, "scope", None)  # a scorer counted over one scope alone, on its texts alone
+                if only is not None and only not in scopes:
+                    continue
+                pick = np.flatnonzero(scopes[only] if only else scopes[ALL])
+                texts_in, truth_in = [texts[i] for i in pick], [truth[i] for i in pick]
+                predicted = list(predict(texts_in))
                 key = getattr(predict, "label_key", None)  # a reference answering in its own codes
-                expected = [key(y) for y in truth] if key else truth
-                right = np.asarray(predicted, dtype=object) == np.asarray(expected, dtype=object)
+                expected = [key(y) for y in truth_in] if key else truth_in
+                right = np.zeros(len(texts), bool)
+                right[pick] = np.asarray(predicted, dtype=object) == np.asarray(expected, dtype=object)
                 for scope, sel in scopes.items():
-                    rows += _bucket_rows(name, set_name, kind, lengths[sel], right[sel], scope)
+                    if only is None or scope == only:
+                        rows += _bucket_rows(name, set_name, kind, lengths[sel], right[sel], scope)
                 if kind == CLEAN:
                     examples[name] += [{"set": set_name, "text": t, "label": y} for t, y, ok in
-                                       zip(texts, truth, right) if not ok][: 10]
-                    _tally(languages[name], truth, predicted, expected)
+                                       zip(texts_in, truth_in, right[pick]) if not ok][: 10]
+                    _tally(languages[name], truth_in, predicted, expected)
             log(f"evaluate: {set_name} / {kind}: {len(texts)} texts scored by {len(scorers)} models")
     return Scores(rows, examples, languages)
 

@@ -22,6 +22,7 @@ from ..core.longtext import MAX_WINDOWS, whole_text_logits
 from ..data.atlas import GlyphAtlas
 from ..data.render import Renderer, RenderSettings
 from ..model.checkpoint import load_model
+from .accuracy import COMMON
 
 
 class TorchScorer:
@@ -76,6 +77,24 @@ class OnnxScorer:
     def proba(self, texts: list[str]) -> "np.ndarray":
         """Probabilities [N, classes] (NaN rows for texts that cannot be classified)."""
         return self.predictor.predict_proba(texts)[0]
+
+
+class SharedLanguagesScorer:
+    """The deployed model answering only among `languages` (Predictor.set_languages, what `predict --languages`
+    does), counted on the texts of those languages alone: the model as it compares with py3langid restricted to
+    the same languages (issue 30: both restricted to the languages they share). Shares the ONNX scorer's session."""
+
+    scope = COMMON
+
+    def __init__(self, onnx: OnnxScorer, languages: Sequence[str]) -> None:
+        self.predictor, self.languages = onnx.predictor, list(languages)
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        self.predictor.set_languages(self.languages)
+        try:
+            return [p.label or "" for p in self.predictor.predict(texts)]
+        finally:
+            self.predictor.set_languages(None)
 
 
 class BaselineScorer:

@@ -299,7 +299,7 @@ def evaluation_bytes(evaluate: EvaluateSettings, classes: int = 19, common: bool
     from ..data import sources
     from ..evaluate.accuracy import ALL, BUCKETS, COMMON, GOAL_LENGTHS
     from ..evaluate.reference import py3langid_installed
-    from ..evaluate.report import goals, render_markdown
+    from ..evaluate.report import SHARED, goals, render_markdown
     from ..evaluate.sets import CLEAN
 
     models = ["teacher", "student", "onnx_fp32", "onnx_int8", "ngram"]
@@ -315,6 +315,10 @@ def evaluation_bytes(evaluate: EvaluateSettings, classes: int = 19, common: bool
     scopes = [ALL, COMMON] if common else [ALL]
     rows = [{"model": m, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200, "scope": scope}
             for s in sets for k in [CLEAN, *evaluate.perturbations] for b in buckets for m in models for scope in scopes]
+    if common:  # the deployed model restricted to py3langid's languages, counted over them alone
+        rows += [{"model": SHARED, "set": s, "perturbation": k, "bucket": b, "n": 1234, "correct": 1200,
+                  "scope": COMMON} for s in sets for k in [CLEAN, *evaluate.perturbations] for b in buckets]
+        models = [*models, SHARED]
     # ten misread texts per model and set, of held-out length (70 characters, a sixth of them non-ASCII: \\uXXXX)
     example = {"set": "phrases", "text": "x" * 58 + "\u0436" * 12, "label": "xx"}
     result = {"sources": evaluate.sources, "sets": {s: 1234 for s in sets}, "rows": rows,

@@ -472,9 +472,10 @@ def predict_evaluate(inp: PlanInputs, onnx: StudentOnnx, teacher_params: int) ->
             # two identifiers when installed: restricted to the model's languages, and with all of py3langid's
             "py3langid's models (when installed)": 2 * HOST_RUNTIME["evaluate_py3langid"] if py3langid_installed() else 0}
     host = {k: int(v) for k, v in host.items()}
-    disk = evaluation_bytes(evaluate, inp.classes, compared_on_common(inp.facts.labels))
+    common = compared_on_common(inp.facts.labels)
+    disk = evaluation_bytes(evaluate, inp.classes, common)
     # each held-out text (three sets, per_language per language) read clean and perturbed by every model
-    models = 5 + (2 if py3langid_installed() else 0)
+    models = 5 + (2 if py3langid_installed() else 0) + (1 if common else 0)  # + ONNX fp32 on py3langid's languages
     scores = 3 * evaluate.per_language * inp.classes * (1 + len(evaluate.perturbations)) * models
     return StagePlan("evaluate", "heldout", sum(host.values()), sum(disk.values()), time=evaluate_wall_s(scores),
                      detail={"host": host, "disk": disk, "scores": scores})
