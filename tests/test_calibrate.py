@@ -94,3 +94,20 @@ def test_short_windows_get_their_own_temperature():
     assert found["edges"] == [*LENGTH_EDGES, 40] and found["temperatures"][-1] == 1.0
     assert len(found["ece_before"]) == len(found["ece_after"]) == len(LENGTH_EDGES)
     assert found["temperatures"][0] > 1.5
+
+
+def test_only_the_deployed_model_fits_length_temperatures():
+    """The student (what predict ships) gets the short texts' temperatures; the teacher, whose calibration only
+    scales its distillation targets, gets its one temperature without the six passes over val they cost."""
+    from pixelpipe.train.calibrate import calibrate
+    from pixelpipe.train.settings import StudentSettings, TeacherSettings
+    from tests._engine_utils import ToyImages, make_trainer
+
+    assert StudentSettings.DEPLOYED and not TeacherSettings.DEPLOYED
+    trainer = make_trainer(ToyImages(64), batch_size=16, epochs=1)
+    trainer.fit()
+    val = ToyImages(64, seed=1)
+    one = calibrate(trainer.model, val, torch.device("cpu"), "fp32", 32, 2, seed=0, by_length=False)
+    assert one.by_length is None and one.temperature > 0 and one.samples == 128
+    both = calibrate(trainer.model, val, torch.device("cpu"), "fp32", 32, 2, seed=0)
+    assert both.by_length is not None and len(both.by_length["temperatures"]) == 7

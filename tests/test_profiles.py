@@ -120,7 +120,7 @@ PINNED = {
             "student.model.ngram_orders": 4, "student.model.ngram_bits": 17, "student.model.ngram_dim": 64,
             "teacher.train.lr": 0.004, "student.train.epochs": 1.5, "student.train.batch_size": 64, "student.model.dim": 16,
             "student.train.augment": ["case", "no_diacritics", "lookalikes"], "student.checkpoint.every_steps": 500,
-            "teacher.checkpoint.keep_last": 1, "teacher.checkpoint.every_steps": 1000,
+            "teacher.checkpoint.keep_last": 1, "teacher.checkpoint.every_steps": 2000,
             "engine.precision": "auto", "engine.num_workers": 0, "encode.batch_size": 256},
     "t4": {"engine.precision": "fp16", "engine.activation_checkpointing": True, "engine.compile": "none",
            "teacher.train.batch_size": "auto", "student.train.batch_size": "auto", "engine.num_workers": 6},

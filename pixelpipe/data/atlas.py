@@ -449,8 +449,10 @@ class GlyphAtlas:
         Glyph ids survive a round trip: the cache stores them."""
         names = self.clusters
         cells = self.cells
+        # zlib level 6: the every-language atlas (1.6 MB of cells) in 0.06 s to 218 KB; level 9 took 1.0 s for
+        # 195 KB, at the start of every run (the disk preflight) and in every job that writes the atlas
         return {"format": ATLAS_FORMAT, "cell": [self.cell_height, self.cell_width], "clusters": names,
-                "cells": base64.b64encode(zlib.compress(cells.tobytes(), 9)).decode("ascii"),
+                "cells": base64.b64encode(zlib.compress(cells.tobytes(), 6)).decode("ascii"),
                 "sha256": atlas_digest(names, cells)}
 
     @classmethod

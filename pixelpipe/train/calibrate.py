@@ -150,14 +150,16 @@ def fit_length_temperatures(model: nn.Module, val_set: Dataset, device: torch.de
 
 
 def calibrate(model: nn.Module, val_set: Dataset, device: torch.device, precision: str, batch_size: int,
-              window_min_chars: int, seed: int) -> Calibration:
-    """Fit T on the validation split (whole texts and one window each) and fold it into the model's head."""
+              window_min_chars: int, seed: int, by_length: bool = True) -> Calibration:
+    """Fit T on the validation split (whole texts and one window each) and fold it into the model's head;
+    `by_length`: also one temperature per length bin (six more passes over val; predict applies them, so only the
+    deployed model needs them: the every-language teacher spent 25 s calibrating, most of it on these)."""
     whole = collect_logits(model, val_set, device, precision, batch_size)
     windows = collect_logits(model, val_set, device, precision, batch_size, window_min_chars, seed)
     logits, labels = torch.cat([whole[0], windows[0]]), torch.cat([whole[1], windows[1]])
     t = fit_temperature(logits, labels)
     fold_temperature(model, t)
-    by_length = fit_length_temperatures(model, val_set, device, precision, batch_size, seed)
+    by_length = fit_length_temperatures(model, val_set, device, precision, batch_size, seed) if by_length else None
     y = labels.numpy()
     before, after = F.softmax(logits, -1).numpy(), F.softmax(logits / t, -1).numpy()
     return Calibration(temperature=t, samples=len(y), nll_before=float(F.cross_entropy(logits, labels)),

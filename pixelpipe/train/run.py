@@ -219,16 +219,17 @@ def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str
 
 
 def calibrated(model: TRMVisionEncoder, val_set, train: TrainSettings, engine: EngineSettings, device: torch.device,
-               seed: int, micro: int, log: Callable[[str], None]) -> dict | None:
+               seed: int, micro: int, log: Callable[[str], None], by_length: bool = True) -> dict | None:
     """Temperature scaling on the val split, folded into the head (train.calibrate); rank 0 fits, every rank folds
-    its temperature, so the processes keep identical weights."""
+    its temperature, so the processes keep identical weights. `by_length`: the short texts' temperatures too (the
+    deployed model's)."""
     if not train.calibrate or val_set is None or not len(val_set):
         return None
     d = distributed.current()
     found = None
     if d.main:
         found = calibrate(model, val_set, device, engine.precision, max(64, micro), train.window_min_chars,
-                          seed).to_dict()
+                          seed, by_length).to_dict()
     found = distributed.broadcast(found, d)
     if not d.main:
         fold_temperature(model, found["temperature"])
@@ -275,7 +276,8 @@ def _train_and_save(role: RoleSettings, model: TRMVisionEncoder, objective, sets
                     log: Callable[[str], None]) -> tuple[TrainResult, dict]:
     engine, device = stage.engine, stage.device
     trainer, result, forward_parts = _fit(role, model, objective, sets, stage, ckpt_dir, profile_dir, log)
-    calibration = calibrated(model, sets.val, trainer.train, engine, device, role.seed, trainer.micro, log)
+    calibration = calibrated(model, sets.val, trainer.train, engine, device, role.seed, trainer.micro, log,
+                             role.DEPLOYED)
     test = evaluate(model, sets.test, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
     log(f"{role.role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     mean_chars = float(sets.train.split.manifest.get("mean_clusters") or model.cfg.cells)

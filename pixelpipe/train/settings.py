@@ -131,6 +131,8 @@ class RoleSettings:
     until the stage resolves them for its device and data), the hardware section and the seed."""
 
     ROLE: ClassVar[str] = "?"
+    # the model predict ships (the student): only it needs the short texts' own temperatures (calibrate.py)
+    DEPLOYED: ClassVar[bool] = False
     PARTS: ClassVar[dict[str, type]] = {"model": ModelSettings, "train": TrainSettings,
                                         "checkpoint": CheckpointSettings}
 
@@ -172,6 +174,7 @@ class StudentSettings(RoleSettings):
     """The student stage's settings: those of any role plus the `student.distill` objective."""
 
     ROLE: ClassVar[str] = "student"
+    DEPLOYED: ClassVar[bool] = True
     PARTS: ClassVar[dict[str, type]] = {**RoleSettings.PARTS, "distill": DistillSettings}
 
     distill: DistillSettings
