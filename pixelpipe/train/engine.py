@@ -142,7 +142,7 @@ class Trainer:
             raise ValueError(f"{desc}: train split has {n} samples, fewer than batch_size {train.batch_size}")
         self.steps_per_epoch, self.total_steps = schedule(n, train.batch_size, train.epochs)
         self.optimizer, self.scheduler = make_optimizer([model, objective], train.lr, train.weight_decay,
-                                                        train.warmup_fraction, self.total_steps, train.table_lr_scale)
+                                                        train.warmup_fraction, self.total_steps)
         self.scaler = torch.amp.GradScaler("cuda", enabled=engine.precision == "fp16" and device.type == "cuda")
         self.timer = ComponentTimer(device)
         group = engine.length_grouping if hasattr(train_set, "lengths") else 0

@@ -123,25 +123,16 @@ def sparse_tables(model: nn.Module, device: torch.device) -> None:
             m.sparse = device.type == "cpu"
 
 
-TABLES = "ngrams.table"  # the hashed n-gram tables' rows (model/ngrams.py)
-
-
-def param_groups(modules: list[nn.Module], weight_decay: float, lr: float | None = None,
-                 table_lr_scale: float = 1.0) -> list[dict]:
+def param_groups(modules: list[nn.Module], weight_decay: float) -> list[dict]:
     """Decay matrices and conv kernels only (nanoGPT's rule): not norms, biases or embeddings (positions, capsule
-    queries, the n-gram tables). With `lr`, the n-gram tables form a third group at `table_lr_scale` x lr: a table
-    row of a rare n-gram is touched a few times in a run, and lazy Adam moves it about 0.45 lr per touch."""
-    decay, no_decay, tables = [], [], []
+    queries, the n-gram tables)."""
+    decay, no_decay = [], []
     for m in modules:
         for name, p in m.named_parameters():
             if not p.requires_grad:
                 continue
-            if lr is not None and TABLES in name:
-                tables.append(p)
-            else:
-                (decay if p.dim() >= 2 and not any(k in name for k in NO_DECAY) else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return groups + [{"params": tables, "weight_decay": 0.0, "lr": lr * table_lr_scale}] if tables else groups
+            (decay if p.dim() >= 2 and not any(k in name for k in NO_DECAY) else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def lr_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
@@ -156,9 +147,8 @@ def lr_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
 
 
 def make_optimizer(modules: list[nn.Module], lr: float, weight_decay: float, warmup_fraction: float,
-                   total_steps: int, table_lr_scale: float = 1.0) -> tuple[LazyAdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """The training recipe: LazyAdamW (betas 0.9, 0.95) over `param_groups`, and its warm-up + cosine schedule
-    (every group's rate scaled alike)."""
-    optimizer = LazyAdamW(param_groups(modules, weight_decay, lr, table_lr_scale), lr=lr, betas=(0.9, 0.95))
+                   total_steps: int) -> tuple[LazyAdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """The training recipe: LazyAdamW (betas 0.9, 0.95) over `param_groups`, and its warm-up + cosine schedule."""
+    optimizer = LazyAdamW(param_groups(modules, weight_decay), lr=lr, betas=(0.9, 0.95))
     warmup = max(1, int(warmup_fraction * total_steps))
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total_steps, warmup))

@@ -65,7 +65,6 @@ class TrainSettings(Section):
     epochs: float
     batch_size: int | Literal["auto"]
     lr: float
-    table_lr_scale: float
     weight_decay: float
     warmup_fraction: float
     grad_clip: float
