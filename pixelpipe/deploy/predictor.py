@@ -210,10 +210,11 @@ class Predictor:
         return registry.names(self.labels)
 
     # ---- glyph ids -----------------------------------------------------------------------
-    def layout(self, texts: Sequence[str], capacity: int | None = None) -> tuple[np.ndarray, np.ndarray,
-                                                                                 list[str | None]]:
+    def layout(self, texts: Sequence[str], capacity: int | None = None,
+               fold: bool = True) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(atlas glyph ids [N, capacity], characters per text before truncation [N], error per text or None);
-        capacity: the layout's cells unless given.
+        capacity: the layout's cells unless given; `fold` False leaves the glyphs drawn for it to a later
+        `_extend_table` (one table copy for several layouts).
 
         A text holding a control character is an error (it is not writing). Clusters no font draws are left
         out and counted; a text left with nothing is one blank cell, which the script gate calls 'no letters'."""
@@ -228,7 +229,8 @@ class Predictor:
         if blank:
             full[blank] = 1
         errors = [e if e is not None else "empty text" if n == 0 else None for e, n in zip(errors, full.tolist())]
-        self._extend_table()
+        if fold:
+            self._extend_table()
         return ids, full, errors
 
     def _drop_undrawable(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
@@ -300,20 +302,23 @@ class Predictor:
 
     def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
         """(probabilities, errors, characters per text, why a text gets no language or None)."""
-        ids, full, errors = self.layout(texts)
-        self._count(ids, full, errors)
+        cells = self.settings.cells
+        ids, full, errors = self.layout(texts, fold=False)
         ok = np.array([e is None for e in errors], bool)
+        # a text longer than the layout is read whole (up to MAX_WINDOWS layouts): laid out again at that capacity
+        long = np.flatnonzero(full[ok] > cells)
+        if len(long):
+            long_ids, long_full, _ = self.layout([texts[i] for i in np.flatnonzero(ok)[long]], self.capacity, fold=False)
+        self._extend_table()  # the glyphs both layouts drew, folded at once
+        self._count(ids, full, errors)
         probs = np.full((len(texts), len(self.labels)), np.nan)
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
-        lengths = np.minimum(full[ok], self.settings.cells)
+        lengths = np.minimum(full[ok], cells)
         logits = self.logits(ids[ok], lengths)
-        long = np.flatnonzero(full[ok] > self.settings.cells)
-        if len(long):  # read whole (up to MAX_WINDOWS layouts): the mean logits of windows spread over the text
-            rows = np.flatnonzero(ok)[long]
-            long_ids, long_full, _ = self.layout([texts[i] for i in rows], self.capacity)
-            logits[long] = whole_text_logits(logits[long], long_ids, np.minimum(long_full, self.capacity),
-                                             self.settings.cells, self.logits)
+        if len(long):  # the mean logits of windows spread over the text
+            logits[long] = whole_text_logits(logits[long], long_ids, np.minimum(long_full, self.capacity), cells,
+                                             self.logits)
         probs[ok] = self.probabilities(logits, lengths)
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
