@@ -557,6 +557,7 @@ def test_threads_reach_onnxruntime(deployed_student, monkeypatch, capsys):
     assert run(["--model", str(d.path), "--threads", "0", "Hallo Welt"]) == 0  # 0: onnxruntime's default, all cores
     assert [so.intra_op_num_threads for so in made] == [2, 0] and made[0].inter_op_num_threads == 1
     assert not any(so.enable_cpu_mem_arena for so in made)  # predict frees each batch's buffers (docs/deploy.md)
+    assert not any(so.enable_mem_pattern for so in made)  # and plans none per input shape (batches of every width)
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 
