@@ -52,6 +52,16 @@ def test_unifont_bitmaps_are_the_hex_files_lines():
         face.glyph(0x10FFFF)
 
 
+def test_shipped_unifont_arrays_are_a_fresh_parse_of_its_hex_file():
+    """predict reads Unifont from the arrays tools/make_unifont_arrays.py wrote: the .hex file's own bytes."""
+    from pixelpipe.data.fonts import BITMAP_FONTS, FONT_DIR, arrays_path, parse_hex
+
+    cps, starts, bitmaps = parse_hex(FONT_DIR / f"{BITMAP_FONTS['Unifont']}.hex.xz")
+    with np.load(arrays_path("Unifont")) as shipped:
+        assert (shipped["cps"] == cps).all() and (shipped["starts"] == starts).all()
+        assert (shipped["bitmaps"] == bitmaps).all() and len(cps) == 57_086
+
+
 @pytest.mark.parametrize("categories", [("Mn", "Me", "Cf"), ("Cf",)])
 def test_shipped_unicode_ranges_are_this_pythons(categories):
     """The ranges shipped in data/unicode_tables.py (tools/make_unicode_tables.py) are what a scan of this

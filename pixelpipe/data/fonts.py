@@ -10,7 +10,8 @@ install command or shipped in this package, so every machine draws alike:
 - `Unifont`: GNU Unifont 15.0.01's glyph bitmaps for every visible code point
   of the Basic Multilingual Plane (57,086 glyphs, 8x16 or 16x16 pixels: the
   atlas's own cell grid), shipped in pixelpipe/data/fonts/ as the xz-compressed
-  `.hex` file of the Debian package `unifont` (licence beside it). Cells are
+  `.hex` file of the Debian package `unifont` (licence beside it) and, read at
+  run time, the same bitmaps as numpy arrays (`.npz`, tools/make_unifont_arrays.py). Cells are
   copied from the bitmaps: no rasterizer, no hinting, the same pixels on every
   machine and Pillow version.
 
@@ -81,10 +82,31 @@ class CodepointSet:
         return int(self._mask.sum())
 
 
+def parse_hex(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(code points int64 [G], starts int64 [G + 1], bitmap bytes uint8) of an xz-compressed Unifont .hex file: the
+    bitmaps as one byte string with a start per code point (2 MB, where a dict of 57,086 hex strings and a frozenset
+    of their code points took 14 MB of the predict command's memory)."""
+    cps, starts, blob = array.array("q"), array.array("q", [0]), bytearray()
+    with lzma.open(path, "rt", encoding="ascii") as handle:
+        for line in handle:
+            cp, digits = line.rstrip("\n").split(":", 1)
+            cps.append(int(cp, 16))
+            blob += bytes.fromhex(digits)
+            starts.append(len(blob))
+    return np.frombuffer(cps, np.int64), np.frombuffer(starts, np.int64), np.frombuffer(bytes(blob), np.uint8)
+
+
+def arrays_path(name: str) -> Path:
+    """The bitmap font's arrays, written from its .hex file by tools/make_unifont_arrays.py: loaded in 10 ms where
+    decompressing and parsing the .hex took 70 ms of every predict command that draws a character anew."""
+    return FONT_DIR / f"{BITMAP_FONTS[name]}.npz"
+
+
 class BitmapFace:
     """A shipped bitmap font in Unifont's .hex format: one line per code point, `XXXX:` then 16 rows of 8 or 16
     bits in hex (32 or 64 digits), and where each combining mark sits: `XXXX:-8` puts its bitmap's left edge 8
-    pixels left of the end of the glyph before it. Glyphs are decoded on first use."""
+    pixels left of the end of the glyph before it. Read from its arrays (`arrays_path`; the .hex when they are
+    missing); glyphs are decoded on first use."""
 
     bitmap = True
     height = 16
@@ -92,20 +114,14 @@ class BitmapFace:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = FONT_DIR / f"{BITMAP_FONTS[name]}.hex.xz"
-        # the bitmaps as one byte string with a start per code point, and the code points as a mask: 2 MB, where a
-        # dict of 57,086 hex strings and a frozenset of their code points took 14 MB of the predict command's memory
-        cps, starts, blob = array.array("q"), array.array("q", [0]), bytearray()
-        with lzma.open(self.path, "rt", encoding="ascii") as handle:
-            for line in handle:
-                cp, digits = line.rstrip("\n").split(":", 1)
-                cps.append(int(cp, 16))
-                blob += bytes.fromhex(digits)
-                starts.append(len(blob))
-        self._cps = np.frombuffer(cps, np.int64)
+        if arrays_path(name).is_file():
+            with np.load(arrays_path(name)) as arrays:
+                self._cps, self._starts = arrays["cps"].astype(np.int64), arrays["starts"].astype(np.int64)
+                self._bitmaps = arrays["bitmaps"]
+        else:
+            self._cps, self._starts, self._bitmaps = parse_hex(self.path)
         if (np.diff(self._cps) <= 0).any():
             raise ValueError(f"{self.path}: code points out of order")
-        self._starts = np.frombuffer(starts, np.int64)
-        self._bitmaps = np.frombuffer(bytes(blob), np.uint8)
         self.codepoints = CodepointSet(self._cps)
         combining = (FONT_DIR / f"{BITMAP_FONTS[name]}-combining.txt").read_text(encoding="ascii").split()
         self.offsets = {int(k, 16): int(v) for k, v in (line.split(":") for line in combining)}
