@@ -597,15 +597,23 @@ def _renderer(cfg: dict) -> Renderer:
 
 def _torch_labels(results: Path, texts: list[str]) -> list[str]:
     """What the torch student predicts for the texts on its glyph path, laid out by hand the way predict documents
-    (characters its atlas lacks drawn with its fonts and added to its atlas)."""
+    (characters its atlas lacks drawn with its fonts and added to its atlas; a text longer than the layout read as
+    ceil(n / cells) windows, the i-th from round(i (n - cells) / (k - 1)), their logits averaged)."""
     model, cfg = load_model(results / "student")
     renderer = _renderer(cfg)
-    ids, full = renderer.layout(texts)
+    cells = renderer.settings.cells
+    ids, full = renderer.layout(texts, capacity=8 * cells)
     model.set_atlas(torch.from_numpy(renderer.atlas.cells.copy()))
-    lengths = np.minimum(full, renderer.settings.cells)
+    out = []
     with torch.inference_mode():
-        logits = model.eval()(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(lengths))["logits"]
-    return [cfg["labels"][i] for i in logits.argmax(1).tolist()]
+        for row, n in zip(ids, np.minimum(full, 8 * cells).tolist()):
+            k = max(1, -(-n // cells))
+            starts = [round(i * (n - cells) / (k - 1)) for i in range(k)] if k > 1 else [0]
+            windows = torch.from_numpy(np.stack([row[a : a + cells] for a in starts]).astype(np.int64))
+            lengths = torch.tensor([min(cells, n - a) for a in starts])
+            out.append(int(model.eval()(windows, lengths)["logits"].mean(0).argmax()))
+    assert any(n > cells for n in full), "no text long enough to be read in windows"
+    return [cfg["labels"][i] for i in out]
 
 
 @pytest.mark.parametrize("name", ["student.onnx", "student.int8.onnx"])
@@ -623,6 +631,14 @@ def test_predict_matches_torch_student(tiny_run, name, capsys):
         assert sum(g == w for g, w in zip(got, want)) >= 0.8 * len(texts)
     for r in out:
         assert 0 < r["probability"] <= 1 and r["top"][0]["label"] == r["label"] and len(r["top"]) == 2
+
+
+def test_the_evaluations_torch_scorer_reads_long_texts_as_predict_does(tiny_run):
+    """The held-out evaluation scores the torch teacher and student with the same windows as the deployed model."""
+    from pixelpipe.evaluate.scorers import TorchScorer
+
+    texts = TEXTS + generate_default_corpus(19, 20, 40, seed=7)["text"].tolist() + [" ".join(TEXTS[:1] * 9)]
+    assert TorchScorer(tiny_run / "student", batch_size=7)(texts) == _torch_labels(tiny_run, texts)
 
 
 def test_predict_is_deterministic_and_order_free(tiny_run, capsys):
