@@ -612,7 +612,6 @@ def _torch_labels(results: Path, texts: list[str]) -> list[str]:
             windows = torch.from_numpy(np.stack([row[a : a + cells] for a in starts]).astype(np.int64))
             lengths = torch.tensor([min(cells, n - a) for a in starts])
             out.append(int(model.eval()(windows, lengths)["logits"].mean(0).argmax()))
-    assert any(n > cells for n in full), "no text long enough to be read in windows"
     return [cfg["labels"][i] for i in out]
 
 
@@ -638,7 +637,9 @@ def test_the_evaluations_torch_scorer_reads_long_texts_as_predict_does(tiny_run)
     from pixelpipe.evaluate.scorers import TorchScorer
 
     texts = TEXTS + generate_default_corpus(19, 20, 40, seed=7)["text"].tolist() + [" ".join(TEXTS[:1] * 9)]
-    assert TorchScorer(tiny_run / "student", batch_size=7)(texts) == _torch_labels(tiny_run, texts)
+    scorer = TorchScorer(tiny_run / "student", batch_size=7)
+    assert (scorer.renderer.layout(texts)[1] > 2 * scorer.settings.cells).any()  # some read in three windows or more
+    assert scorer(texts) == _torch_labels(tiny_run, texts)
 
 
 def test_predict_is_deterministic_and_order_free(tiny_run, capsys):
