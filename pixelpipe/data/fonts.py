@@ -114,14 +114,15 @@ class BitmapFace:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = FONT_DIR / f"{BITMAP_FONTS[name]}.hex.xz"
-        if arrays_path(name).is_file():
-            with np.load(arrays_path(name)) as arrays:
+        source = arrays_path(name) if arrays_path(name).is_file() else self.path
+        if source != self.path:
+            with np.load(source) as arrays:
                 self._cps, self._starts = arrays["cps"].astype(np.int64), arrays["starts"].astype(np.int64)
                 self._bitmaps = arrays["bitmaps"]
         else:
             self._cps, self._starts, self._bitmaps = parse_hex(self.path)
         if (np.diff(self._cps) <= 0).any():
-            raise ValueError(f"{self.path}: code points out of order")
+            raise ValueError(f"{source}: code points out of order")
         self.codepoints = CodepointSet(self._cps)
         combining = (FONT_DIR / f"{BITMAP_FONTS[name]}-combining.txt").read_text(encoding="ascii").split()
         self.offsets = {int(k, 16): int(v) for k, v in (line.split(":") for line in combining)}

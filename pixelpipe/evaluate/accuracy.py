@@ -61,8 +61,8 @@ def score(scorers: dict[str, Scorer], sets: dict[str, pd.DataFrame], kinds: Sequ
                 only = getattr(predict, "scope", None)  # a scorer counted over one scope alone, on its texts alone
                 if only is not None and only not in scopes:
                     continue
-                pick = np.flatnonzero(scopes[only] if only else scopes[ALL])
-                texts_in, truth_in = [texts[i] for i in pick], [truth[i] for i in pick]
+                pick = np.flatnonzero(scopes[only]) if only else np.arange(len(texts))
+                texts_in, truth_in = ([texts[i] for i in pick], [truth[i] for i in pick]) if only else (texts, truth)
                 predicted = list(predict(texts_in))
                 key = getattr(predict, "label_key", None)  # a reference answering in its own codes
                 expected = [key(y) for y in truth_in] if key else truth_in
