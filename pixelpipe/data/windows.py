@@ -18,16 +18,22 @@ import torch
 
 from ..core.batching import trimmed_width
 
+WORD_REACH = 8  # characters a window's end may move to reach a word boundary
+
 
 def random_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Generator, prob: float, min_chars: int,
-                   rows: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   rows: tuple[int, int] | None = None, word_prob: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(glyphs, lengths): each text becomes, with probability `prob`, a random window of it.
 
     Window lengths are uniform between `min_chars` (or the text's length, if
-    shorter) and the text's length; starts are uniform over the text. `rows` =
-    (first, total): these rows are rows first.. of a batch of `total` (one DDP
-    rank's slice); the draws are made for the whole batch and sliced, so the
-    ranks together window exactly as one process would.
+    shorter) and the text's length; starts are uniform over the text. With
+    probability `word_prob` a window's ends then move to the nearest word
+    boundaries (`snap_to_words`): what people send is whole words, and a
+    window cut mid-word starts and ends in letter sequences no real text has
+    at its edges. `rows` = (first, total): these rows are rows first.. of a
+    batch of `total` (one DDP rank's slice); the draws are made for the whole
+    batch and sliced, so the ranks together window exactly as one process
+    would.
     """
     b, total = glyphs.shape
     dev = glyphs.device
@@ -43,7 +49,44 @@ def random_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Gener
     m = torch.where(use, m, n)
     start = (draw() * (n - m + 1)).long().clamp(max=n - m)
     start = torch.where(use, start, torch.zeros_like(start))
+    if word_prob > 0:
+        words = use & (draw() < word_prob) if word_prob < 1 else use
+        snapped, sm = snap_to_words(glyphs, n, start, m)
+        start, m = torch.where(words, snapped, start), torch.where(words, sm, m)
     return take_windows(glyphs, start, m)
+
+
+def snap_to_words(glyphs: torch.Tensor, n: torch.Tensor, start: torch.Tensor, m: torch.Tensor,
+                  reach: int = WORD_REACH) -> tuple[torch.Tensor, torch.Tensor]:
+    """(start, length) of each window with its start moved to the nearest word start and its end to the nearest word
+    end, each only where one lies within `reach` characters (a text written without spaces keeps its cut). Spaces
+    are glyph id 0 inside a text (layout makes every run of whitespace one space, none at the ends)."""
+    b, total = glyphs.shape
+    dev = glyphs.device
+    j = torch.arange(total + 1, device=dev)
+    inside = j[None, :total] < n[:, None]
+    space = (glyphs == 0) & inside
+    before = torch.cat([torch.ones(b, 1, dtype=torch.bool, device=dev), space[:, :-1]], 1)
+    word_start = inside & ~space & before  # position of a word's first character
+    after = torch.cat([space, torch.zeros(b, 1, dtype=torch.bool, device=dev)], 1)
+    word_end = (j[None] == n[:, None]) | (after & (j[None] > 0))  # exclusive end of a word: a space or the text's end
+    s = nearest(word_start, start, reach)
+    e = nearest(word_end, start + m, reach)
+    e = torch.where(e > s, e, start + m)
+    s = torch.where(e > s, s, start)
+    return s, e - s
+
+
+def nearest(marks: torch.Tensor, at: torch.Tensor, reach: int) -> torch.Tensor:
+    """For each row, the marked position nearest `at` (the earlier on a tie) if within `reach`, else `at`."""
+    pos = torch.arange(marks.shape[1], device=marks.device).expand_as(marks)
+    big = marks.shape[1] + reach + 1
+    prev = torch.where(marks, pos, torch.full_like(pos, -big)).cummax(1).values
+    nxt = torch.where(marks, pos, torch.full_like(pos, 2 * big)).flip(1).cummin(1).values.flip(1)
+    i = at.long().clamp(0, marks.shape[1] - 1)[:, None]
+    p, q = prev.gather(1, i)[:, 0], nxt.gather(1, i)[:, 0]
+    best = torch.where(at - p <= q - at, p, q)
+    return torch.where((best - at).abs() <= reach, best, at.long())
 
 
 def sized_windows(glyphs: torch.Tensor, lengths: torch.Tensor, gen: torch.Generator, lo: int,

@@ -239,7 +239,8 @@ class Trainer:
             pick_views(batch, gen, rows)
         elif self.train.window_prob > 0:
             batch["glyphs"], batch["length"] = random_windows(
-                batch["glyphs"], batch["length"], gen, self.train.window_prob, self.train.window_min_chars, rows=rows)
+                batch["glyphs"], batch["length"], gen, self.train.window_prob, self.train.window_min_chars, rows=rows,
+                word_prob=self.train.window_words)
         batch = trimmed(batch, c.line_chars, c.lines)
         if self.engine.augment:
             # Per rank (a noise tensor for the whole micro-batch on every rank would cost world x the memory).

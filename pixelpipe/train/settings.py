@@ -71,6 +71,7 @@ class TrainSettings(Section):
     label_smoothing: float
     window_prob: float
     window_min_chars: int
+    window_words: float
     augment: list[str]
     augment_prob: float
     calibrate: bool
