@@ -107,7 +107,7 @@ def test_only_the_deployed_model_fits_length_temperatures():
     trainer = make_trainer(ToyImages(64), batch_size=16, epochs=1)
     trainer.fit()
     val = ToyImages(64, seed=1)
-    one = calibrate(trainer.model, val, torch.device("cpu"), "fp32", 32, 2, seed=0, by_length=False)
+    one = calibrate(trainer.model, val, torch.device("cpu"), "fp32", 32, 2, seed=0)
     assert one.by_length is None and one.temperature > 0 and one.samples == 128
-    both = calibrate(trainer.model, val, torch.device("cpu"), "fp32", 32, 2, seed=0)
+    both = calibrate(trainer.model, val, torch.device("cpu"), "fp32", 32, 2, seed=0, by_length=val)
     assert both.by_length is not None and len(both.by_length["temperatures"]) == 7

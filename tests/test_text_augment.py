@@ -85,3 +85,17 @@ def test_length_grouping_batches_similar_lengths_and_keeps_every_sample():
     spread = lambda order: np.mean([np.ptp(lengths[order[i : i + 10]]) for i in range(0, 1000, 10)])  # noqa: E731
     assert spread(grouped) < spread(plain) / 4
     assert not (epoch_order(1000, 3, 1, lengths, 10, 20) == grouped).all()
+
+
+def test_the_deployed_models_length_temperatures_are_fitted_on_val_as_training_rewrites_it(split):
+    """Every val text rewritten by one of train.augment's kinds (calibrate.py says why); none without kinds."""
+    from types import SimpleNamespace
+
+    from pixelpipe.train.run import length_calibration_set
+
+    rewritten = length_calibration_set(split, SimpleNamespace(augment=["no_diacritics"]), LANGS, seed=0)
+    aug = augmenter(split, [])
+    got = [aug.text(r) for r in rewritten.transform(split.split.rows(range(4)), None, range(4))]
+    assert got == ["Der schnelle braune Fuchs", "Prilis zlutoucky kun", "Быстрая лиса", "le renard brun"]
+    plain = length_calibration_set(split, SimpleNamespace(augment=[]), LANGS, seed=0)
+    assert plain.transform is None and len(plain) == len(split)

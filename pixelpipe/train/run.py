@@ -87,6 +87,15 @@ def augmenter(train: TrainSettings, split: CacheSplit, labels: list[str], seed: 
     return TextAugmenter(split.atlas, split.settings, train.augment, train.augment_prob, labels, seed)
 
 
+def length_calibration_set(val: CacheDataset, train: TrainSettings, labels: list[str], seed: int) -> CacheDataset:
+    """The val split with every text rewritten by one of train.augment's kinds (as it is, without them): the texts
+    the deployed model's per-length temperatures are fitted on (calibrate.py says why)."""
+    split = val.split
+    rewrite = (TextAugmenter(split.atlas, split.settings, train.augment, 1.0, labels, seed + 1)
+               if train.augment else None)
+    return CacheDataset(split.split_dir, transform=rewrite)
+
+
 @dataclass(frozen=True)
 class StageDevice:
     """Where this process trains: the device found, its torch device (this rank's GPU under DDP) and the engine
@@ -219,10 +228,10 @@ def clear_stale_checkpoints(ckpt_dir: Path, fingerprint: str, log: Callable[[str
 
 
 def calibrated(model: TRMVisionEncoder, val_set, train: TrainSettings, engine: EngineSettings, device: torch.device,
-               seed: int, micro: int, log: Callable[[str], None], by_length: bool = True) -> dict | None:
+               seed: int, micro: int, log: Callable[[str], None], by_length: CacheDataset | None = None) -> dict | None:
     """Temperature scaling on the val split, folded into the head (train.calibrate); rank 0 fits, every rank folds
-    its temperature, so the processes keep identical weights. `by_length`: the short texts' temperatures too (the
-    deployed model's)."""
+    its temperature, so the processes keep identical weights. `by_length`: the texts to fit the short texts'
+    temperatures on too (the deployed model's: `length_calibration_set`)."""
     if not train.calibrate or val_set is None or not len(val_set):
         return None
     d = distributed.current()
@@ -276,8 +285,8 @@ def _train_and_save(role: RoleSettings, model: TRMVisionEncoder, objective, sets
                     log: Callable[[str], None]) -> tuple[TrainResult, dict]:
     engine, device = stage.engine, stage.device
     trainer, result, forward_parts = _fit(role, model, objective, sets, stage, ckpt_dir, profile_dir, log)
-    calibration = calibrated(model, sets.val, trainer.train, engine, device, role.seed, trainer.micro, log,
-                             role.DEPLOYED)
+    by_length = length_calibration_set(sets.val, role.train, extra_config["labels"], role.seed) if role.DEPLOYED else None
+    calibration = calibrated(model, sets.val, trainer.train, engine, device, role.seed, trainer.micro, log, by_length)
     test = evaluate(model, sets.test, device, engine.precision, batch_size=max(64, trainer.micro), dist=trainer.dist)
     log(f"{role.role}: test accuracy {test['accuracy']:.4f} ({test['samples']} samples)")
     mean_chars = float(sets.train.split.manifest.get("mean_clusters") or model.cfg.cells)
