@@ -46,6 +46,18 @@ def anon_rss(proc: psutil.Process) -> int:
     return proc.memory_info().rss  # no /proc (not Linux): plain RSS
 
 
+def release_freed_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc's malloc_trim): many small allocations (Python text work
+    between large buffers) leave freed pages the allocator keeps, counted in the resident set until the process
+    ends; a no-op where there is no glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def tree_memory(proc: psutil.Process) -> tuple[int, int]:
     """(summed RSS of the tree, host bytes) in one walk of the process tree.
 

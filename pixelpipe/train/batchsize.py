@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from ..core.device import autocast_context, is_oom
+from ..core.measure import release_freed_heap
 from ..data.augment import augment_batch, images_from_glyphs
 from .scoring import to_device
 from .settings import EngineSettings
@@ -104,21 +105,10 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _malloc_trim() -> None:
-    """Hand freed heap pages back to the OS (glibc), so an earlier, larger step's leftovers
-    do not hide this step's growth; a no-op where there is no glibc."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def cpu_peak_growth(fn: Callable[[], None]) -> int:
     """Bytes the peak resident set grows above the current one while `fn` runs."""
     gc.collect()
-    _malloc_trim()
+    release_freed_heap()  # an earlier, larger step's leftovers must not hide this step's growth
     if _HWM.exists() and _reset_peak_rss():
         before = _status_bytes("VmRSS")
         fn()

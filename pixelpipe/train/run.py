@@ -30,6 +30,7 @@ from ..config.resolve import output_affecting
 from ..core import distributed
 from ..core.device import configure_backends, intra_op_threads
 from ..core.hardware import DeviceInfo, detect_device
+from ..core.measure import release_freed_heap
 from ..core.io import read_json, sha256_file, write_text
 from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
 from ..data.consolidate import open_dataset
@@ -239,6 +240,7 @@ def calibrated(model: TRMVisionEncoder, val_set, train: TrainSettings, engine: E
     if d.main:
         found = calibrate(model, val_set, device, engine.precision, max(64, micro), train.window_min_chars,
                           seed, by_length).to_dict()
+        release_freed_heap()  # rewriting val for the length temperatures left ~90 MB of freed pages held
     found = distributed.broadcast(found, d)
     if not d.main:
         fold_temperature(model, found["temperature"])
