@@ -70,14 +70,14 @@ def snap_to_words(glyphs: torch.Tensor, n: torch.Tensor, start: torch.Tensor, m:
     word_start = inside & ~space & before  # position of a word's first character
     after = torch.cat([space, torch.zeros(b, 1, dtype=torch.bool, device=dev)], 1)
     word_end = (j[None] == n[:, None]) | (after & (j[None] > 0))  # exclusive end of a word: a space or the text's end
-    s = nearest(word_start, start, reach)
-    e = nearest(word_end, start + m, reach)
+    s = _nearest(word_start, start, reach)
+    e = _nearest(word_end, start + m, reach)
     e = torch.where(e > s, e, start + m)
     s = torch.where(e > s, s, start)
     return s, e - s
 
 
-def nearest(marks: torch.Tensor, at: torch.Tensor, reach: int) -> torch.Tensor:
+def _nearest(marks: torch.Tensor, at: torch.Tensor, reach: int) -> torch.Tensor:
     """For each row, the marked position nearest `at` (the earlier on a tie) if within `reach`, else `at`."""
     pos = torch.arange(marks.shape[1], device=marks.device).expand_as(marks)
     big = marks.shape[1] + reach + 1

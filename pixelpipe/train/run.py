@@ -30,8 +30,8 @@ from ..config.resolve import output_affecting
 from ..core import distributed
 from ..core.device import configure_backends, intra_op_threads
 from ..core.hardware import DeviceInfo, detect_device
-from ..core.measure import release_freed_heap
 from ..core.io import read_json, sha256_file, write_text
+from ..core.measure import release_freed_heap
 from ..data.cache import CacheDataset, CacheSplit, atlas_tensor
 from ..data.consolidate import open_dataset
 from ..data.encoded import VIEW_FIELDS
