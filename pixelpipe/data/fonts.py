@@ -114,13 +114,14 @@ class BitmapFace:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = FONT_DIR / f"{BITMAP_FONTS[name]}.hex.xz"
-        source = arrays_path(name) if arrays_path(name).is_file() else self.path
-        if source != self.path:
+        source = arrays_path(name)
+        if source.is_file():
             with np.load(source) as arrays:
                 self._cps, self._starts = arrays["cps"].astype(np.int64), arrays["starts"].astype(np.int64)
                 self._bitmaps = arrays["bitmaps"]
         else:
-            self._cps, self._starts, self._bitmaps = parse_hex(self.path)
+            source = self.path
+            self._cps, self._starts, self._bitmaps = parse_hex(source)
         if (np.diff(self._cps) <= 0).any():
             raise ValueError(f"{source}: code points out of order")
         self.codepoints = CodepointSet(self._cps)

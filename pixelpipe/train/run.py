@@ -81,20 +81,21 @@ def model_extras(train: TrainSettings, labels: list[str], train_split: CacheSpli
             "trained_glyphs": trained, "scripts": known_scripts(clusters[i] for i in trained)}
 
 
-def augmenter(train: TrainSettings, split: CacheSplit, labels: list[str], seed: int) -> TextAugmenter | None:
-    """The training texts' rewriter for `{role}.train.augment` (None when no kind is listed)."""
+def augmenter(train: TrainSettings, split: CacheSplit, labels: list[str], seed: int,
+              prob: float | None = None) -> TextAugmenter | None:
+    """The texts' rewriter for `{role}.train.augment` (None when no kind is listed), rewriting a share `prob` of
+    them (train.augment_prob unless given)."""
     if not train.augment:
         return None
-    return TextAugmenter(split.atlas, split.settings, train.augment, train.augment_prob, labels, seed)
+    return TextAugmenter(split.atlas, split.settings, train.augment, train.augment_prob if prob is None else prob,
+                         labels, seed)
 
 
 def length_calibration_set(val: CacheDataset, train: TrainSettings, labels: list[str], seed: int) -> CacheDataset:
     """The val split with every text rewritten by one of train.augment's kinds (as it is, without them): the texts
-    the deployed model's per-length temperatures are fitted on (calibrate.py says why)."""
-    split = val.split
-    rewrite = (TextAugmenter(split.atlas, split.settings, train.augment, 1.0, labels, seed + 1)
-               if train.augment else None)
-    return CacheDataset(split.split_dir, transform=rewrite)
+    the deployed model's per-length temperatures are fitted on (calibrate.py says why). The split `val` read is
+    already verified."""
+    return CacheDataset(val.split.split_dir, verify=False, transform=augmenter(train, val.split, labels, seed + 1, 1.0))
 
 
 @dataclass(frozen=True)
