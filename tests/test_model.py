@@ -228,3 +228,35 @@ def test_tables_gather_each_row_once_with_the_plain_bags_gradient():
     touched = weight.grad.abs().sum(1).nonzero().flatten()
     assert rows.tolist() == touched.tolist()
     torch.testing.assert_close(values, weight.grad[rows])
+
+
+def test_ngram_dropout_leaves_n_grams_out_in_training_only(monkeypatch):
+    """With ngram_dropout a training step's mean row is of a random part of the text's n-grams (about 1 - p of
+    them, a fresh draw each call); evaluation reads them all, as with the dropout off."""
+    from pixelpipe.model.ngrams import ngram_buckets
+
+    cfg = encoder_config(line_chars=6, num_classes=5, **TABLES)
+    plain = model_for(cfg).ngrams
+    dropped = model_for(EncoderConfig(**{**cfg.to_dict(), "ngram_dropout": 0.5})).ngrams
+    dropped.load_state_dict(plain.state_dict())
+    keys = torch.randint(0, 7, (64, 6, plain.orders)) * 1000003
+    lengths = torch.randint(1, 7, (64,))
+    with torch.no_grad():
+        torch.testing.assert_close(dropped.eval().pooled(keys, lengths), plain.eval().pooled(keys, lengths))
+        torch.testing.assert_close(plain.train().pooled(keys, lengths), plain.eval().pooled(keys, lengths))
+        torch.manual_seed(0)
+        first = dropped.train().pooled(keys, lengths)
+        assert not torch.allclose(first, plain.pooled(keys, lengths))
+        assert not torch.allclose(first, dropped.pooled(keys, lengths))  # a fresh draw
+    _, valid = ngram_buckets(keys, lengths, plain.salts, plain.bucket_bits)
+    seen = []
+    bag = torch.nn.functional.embedding_bag
+
+    def counting(flat, *args, **kwargs):
+        seen.append(flat.numel())
+        return bag(flat, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "embedding_bag", counting)
+    with torch.no_grad():
+        dropped.pooled(keys, lengths)
+    assert 0.4 < seen[0] / valid.sum().item() < 0.6

@@ -86,6 +86,7 @@ class EncoderConfig(CellGrid):
     ngram_orders: int = 0  # off unless a `{role}.model` section turns the tables on
     ngram_bits: int = 0
     ngram_dim: int = 0
+    ngram_dropout: float = 0.0
 
     @classmethod
     def section_keys(cls) -> list[str]:
@@ -104,7 +105,7 @@ class EncoderConfig(CellGrid):
     def from_dict(cls, d: dict) -> "EncoderConfig":
         """A saved encoder config (a model's config.json): exactly the fields. A model saved before `activation`
         existed used GELU."""
-        d = {"activation": "gelu", "ngram_orders": 0, "ngram_bits": 0, "ngram_dim": 0, **d}
+        d = {"activation": "gelu", "ngram_orders": 0, "ngram_bits": 0, "ngram_dim": 0, "ngram_dropout": 0.0, **d}
         check_keys(d, [f.name for f in fields(cls)], "'encoder' of a saved model")
         return cls(**d)
 
@@ -254,7 +255,8 @@ class TRMVisionEncoder(nn.Module):
         self.capsules = CapsulePool(cfg.dim, cfg.heads, cfg.num_capsules)
         self.sketch_norm = nn.LayerNorm(cfg.dim)
         self.children_proj = nn.Linear(cfg.dim, cfg.num_children * cfg.dim)
-        self.ngrams = (GlyphNgrams(cfg.ngram_orders, cfg.ngram_bits, cfg.ngram_dim, cfg.cell_height * cfg.cell_width)
+        self.ngrams = (GlyphNgrams(cfg.ngram_orders, cfg.ngram_bits, cfg.ngram_dim, cfg.cell_height * cfg.cell_width,
+                                   cfg.ngram_dropout)
                        if cfg.ngram_orders else None)
         self.head_norm = nn.LayerNorm(cfg.head_features)
         self.head = nn.Linear(cfg.head_features, cfg.num_classes)

@@ -54,9 +54,9 @@ def pixel_keys(cells: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 class GlyphNgrams(nn.Module):
     """Mean of the table rows of a text's hashed glyph n-grams, order 1..`orders`."""
 
-    def __init__(self, orders: int, bucket_bits: int, dim: int, pixels: int) -> None:
+    def __init__(self, orders: int, bucket_bits: int, dim: int, pixels: int, dropout: float = 0.0) -> None:
         super().__init__()
-        self.orders, self.bucket_bits = orders, bucket_bits
+        self.orders, self.bucket_bits, self.dropout = orders, bucket_bits, dropout
         self.table = nn.Embedding(1 << bucket_bits, dim, sparse=True)
         nn.init.normal_(self.table.weight, std=0.02)
         self.register_buffer("salts", torch.from_numpy(order_salts(orders)), persistent=False)
@@ -73,6 +73,8 @@ class GlyphNgrams(nn.Module):
         (fastText's EmbeddingBag: no [B, P * N, dim] intermediate, and only the rows of real n-grams get a
         gradient)."""
         ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits)
+        if self.training and self.dropout > 0:
+            valid = valid & (torch.rand(valid.shape, device=valid.device) >= self.dropout)
         counts = valid.flatten(1).sum(1)
         offsets = torch.cumsum(counts, 0) - counts
         flat = ids.flatten(1)[valid.flatten(1)]
