@@ -235,9 +235,8 @@ def test_ngram_dropout_leaves_n_grams_out_in_training_only(monkeypatch):
     them, a fresh draw each call); evaluation reads them all, as with the dropout off."""
     from pixelpipe.model.ngrams import ngram_buckets
 
-    cfg = encoder_config(line_chars=6, num_classes=5, **TABLES)
-    plain = model_for(cfg).ngrams
-    dropped = model_for(EncoderConfig(**{**cfg.to_dict(), "ngram_dropout": 0.5})).ngrams
+    plain = model_for(encoder_config(line_chars=6, num_classes=5, **TABLES)).ngrams
+    dropped = model_for(encoder_config(line_chars=6, num_classes=5, ngram_dropout=0.5, **TABLES)).ngrams
     dropped.load_state_dict(plain.state_dict())
     keys = torch.randint(0, 7, (64, 6, plain.orders)) * 1000003
     lengths = torch.randint(1, 7, (64,))
