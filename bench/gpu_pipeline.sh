@@ -11,7 +11,8 @@
 #
 # Knobs (environment): BUDGET_S (whole script, 560), DAG_S (the DAG at most, 420), CORES (16), RUN (/tmp/run: an
 # existing one is resumed, as Snakemake does), WHEELS (.whl), SITE (/tmp/site), CONFIGS (the config files after
-# config.yaml; default: the h100 run below).
+# config.yaml; default: the h100 run below; DEFAULT=1: none, the shipped default as a user runs it, on the GPU),
+# ENGINE_FIRST=1 (the engine benchmark before the DAG, with at most ENGINE_S seconds, 170).
 set -uo pipefail
 : "${OUT:?set OUT to the folder that comes back}"
 START=$SECONDS
@@ -87,6 +88,33 @@ if torch.cuda.is_available():
 EOF
 df -h /tmp | tail -1
 
+# ---- The engine benchmark (fp32 vs bf16, channels_last, torch.compile; batch-size finder; encode rate), given
+# at most $1 seconds; skipped under 60.
+engine_bench() {
+    local BENCH_T=$1
+    if (( BENCH_T < 60 )); then say "engine benchmark skipped: $(left)s left"; return; fi
+    say "engine benchmark, at most ${BENCH_T}s"
+    SMOKE=$(python3 -c 'import torch; print("" if torch.cuda.is_available() else "--cpu-smoke")')
+    rm -rf "$RUN/bench"
+    timeout -k 10 "$BENCH_T" python3 - "$RUN/bench" $((BENCH_T - 15)) $SMOKE <<'EOF'
+import sys
+sys.path.insert(0, "bench")
+import engine_gpu as eg
+
+# fp32 eager against bf16 autocast (+TF32), channels_last and torch.compile (one compile: ~45 s), in that order
+# (each row is saved as it ends); then the batch-size finder and the encode rate. --quick: batch 64, 8 timed steps.
+KEEP = {"fp32 eager", "+bf16 autocast", "+channels_last", "+compile default"}
+rows_for = eg.rows_for
+eg.rows_for = lambda args, smoke: [r for r in rows_for(args, smoke) if r.name in KEEP]
+sys.exit(eg.main(["--out", sys.argv[1], "--quick", "--budget-s", sys.argv[2], *sys.argv[3:]]))
+EOF
+    say "engine benchmark exit $?"
+    cp "$RUN"/bench/engine_gpu.json "$RUN"/bench/engine_gpu.md "$OUT"/ 2>/dev/null
+    [ -f "$RUN"/bench/engine_gpu.json ] && python3 bench/gpu_memory_check.py "$RUN"/bench/engine_gpu.json \
+        > "$OUT/gpu_memory_check.md" 2>&1
+}
+[ "${ENGINE_FIRST:-0}" = 1 ] && engine_bench "${ENGINE_S:-170}"
+
 # ---- 3. The whole default target, h100 profile, in a scratch folder.
 # CUT TO FIT ~6 MINUTES (the profile as it stands would take hours here). The GPU stages keep the profile's models
 # (reference teacher D=768 + 2^20 tables, 192-wide recursive student), layout (4 x 104 cells), batches (256 / 512),
@@ -104,14 +132,15 @@ quantize: {range_samples: 128}                    # 512
 deploy_benchmark: {warmup: 1, repeats: 3}         # 5 / 30 (each also at least 0.25 s / 0.5 s)
 evaluate: {sources: [gettext-ui], per_language: 1, perturbations: [lookalikes]}  # udhr + gettext-ui, 100, 5 kinds
 EOF
-read -r -a CONFIG_FILES <<< "${CONFIGS:-$RUN/h100.yaml}"
-DAG_T=$(( $(left) - 130 < DAG_S ? $(left) - 130 : DAG_S ))  # keep time for the benchmark and the copy
+if [ "${DEFAULT:-0}" = 1 ]; then CONFIG_FILES=(); else read -r -a CONFIG_FILES <<< "${CONFIGS:-$RUN/h100.yaml}"; fi
+KEEP_S=$([ "${ENGINE_FIRST:-0}" = 1 ] && echo 30 || echo 130)  # time kept for the benchmark (if after) and the copy
+DAG_T=$(( $(left) - KEEP_S < DAG_S ? $(left) - KEEP_S : DAG_S ))
 # gpu=3: the encode jobs share the one GPU three at a time (~17 GiB each at batch 512); the CPU-side deploy stages
 # get the cores the rules' `threads: 2` would leave idle (evaluate and deploy_benchmark run side by side).
 say "DAG: snakemake --cores $CORES, configs ${CONFIG_FILES[*]}, at most ${DAG_T}s"
 T_DAG=$SECONDS
 timeout -k 20 "$DAG_T" python3 -m snakemake -s "$REPO/Snakefile" --directory "$RUN" \
-    --configfile "$REPO/config.yaml" "${CONFIG_FILES[@]}" --cores "$CORES" --resources gpu=3 \
+    --configfile "$REPO/config.yaml" ${CONFIG_FILES[@]+"${CONFIG_FILES[@]}"} --cores "$CORES" --resources gpu=3 \
     --set-threads export_onnx="$CORES" quantize_onnx="$CORES" evaluate=$((CORES / 2)) \
         deploy_benchmark=$((CORES / 2)) \
     --keep-going --rerun-incomplete --show-failed-logs --printshellcmds 2>&1 | tee "$OUT/snakemake.log"
@@ -134,29 +163,5 @@ collect() {  # a second try leaves out the models' configs and cache manifests (
 }
 collect
 
-# ---- 5. Engine benchmark (small: ~90 s), only with the time left.
-BENCH_T=$(( $(left) - 25 < 95 ? $(left) - 25 : 95 ))
-if (( BENCH_T >= 60 )); then
-    say "engine benchmark, at most ${BENCH_T}s"
-    SMOKE=$(python3 -c 'import torch; print("" if torch.cuda.is_available() else "--cpu-smoke")')
-    rm -rf "$RUN/bench"
-    timeout -k 10 "$BENCH_T" python3 - "$RUN/bench" $SMOKE <<'EOF'
-import sys
-sys.path.insert(0, "bench")
-import engine_gpu as eg
-
-# fp32 eager against bf16 autocast (+TF32), channels_last and torch.compile (one compile: ~45 s), in that order
-# (each row is saved as it ends); then the batch-size finder and the encode rate. --quick: batch 64, 8 timed steps.
-KEEP = {"fp32 eager", "+bf16 autocast", "+channels_last", "+compile default"}
-rows_for = eg.rows_for
-eg.rows_for = lambda args, smoke: [r for r in rows_for(args, smoke) if r.name in KEEP]
-sys.exit(eg.main(["--out", sys.argv[1], "--quick", *sys.argv[2:]]))
-EOF
-    say "engine benchmark exit $?"
-    cp "$RUN"/bench/engine_gpu.json "$RUN"/bench/engine_gpu.md "$OUT"/ 2>/dev/null
-    [ -f "$RUN"/bench/engine_gpu.json ] && python3 bench/gpu_memory_check.py "$RUN"/bench/engine_gpu.json \
-        > "$OUT/gpu_memory_check.md" 2>&1
-else
-    say "engine benchmark skipped: $(left)s left"
-fi
+[ "${ENGINE_FIRST:-0}" = 1 ] || engine_bench $(( $(left) - 25 < 95 ? $(left) - 25 : 95 ))
 say "done, $(left)s of the ${BUDGET_S}s budget left"
