@@ -42,7 +42,8 @@ SHAPES = [
     ("recursive", "pair", 32, 2, 2, 2, 2, 3, 2.0, 48, 250), ("recursive", "cell", 24, 2, 2, 1, 3, 3, 4.0, 64, 350),
     ("recursive", "pair", 48, 1, 4, 2, 1, 3, 1.0, 96, 500),
 ]
-QUANT = QuantizeSettings(method="static", range_samples=64, range_method="minmax", per_channel=True, table_rows="int8",
+QUANT = QuantizeSettings(method="static", range_samples=64, range_method="minmax", per_channel=True, table_rows="int4",
+                         glyph_table="int8",
                          activation_type="uint8", weight_type="int8", op_types=["Conv", "MatMul", "Gemm"],
                          activation_matmuls=False, reduce_range=False, max_accuracy_drop=100.0)
 
@@ -92,7 +93,7 @@ def export_one(shape: tuple, tmp: Path) -> dict:
     fp32 = export_student(model, config, tmp / "m.onnx", log=lambda m: None)
     quantize_file(fp32, tmp / "q.onnx", QUANT, [range_split(tmp, render, glyphs)], log=lambda m: None)
     meta = {p.key: p.value for p in onnx.load(str(fp32)).metadata_props}
-    pred = plan.onnx_bytes(enc, meta, glyphs, int8_table_rows=True)
+    pred = plan.onnx_bytes(enc, meta, glyphs, QUANT.table_rows, QUANT.glyph_table)
     return {"shape": shape, "enc": enc, "fp32": fp32.stat().st_size, "int8": (tmp / "q.onnx").stat().st_size,
             "pred": pred}
 

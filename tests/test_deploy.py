@@ -18,8 +18,8 @@ from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
-from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings,
-                                      int8_table_rows, quantize_and_verify)
+from pixelpipe.deploy.quantize import (INT4_BLOCK, TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings,
+                                      int4_blocks, quantize_and_verify, table_rows)
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
 from tests._config_utils import section
@@ -246,11 +246,14 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
     for feeds, _ in onnxmodel.split_batches(tiny_run / "cache/test"):
         a, b = (onnxmodel.run_logits(s, feeds) for s in sessions)
         assert np.abs(a - b).max() < 0.1 * max(1.0, np.abs(a).max())
-    # the n-gram table (quantize.table_rows: int8): int8 rows and a scale per row, no fp32 copy left
-    assert m["int8_tables"] == [TABLE_NAME]
+    # the n-gram table (quantize.table_rows: int4; the tiny table's 8-wide rows hold no block of 32, so int8): int8
+    # rows and a scale per row, no fp32 copy left; the glyph table int8 with a scale per row (quantize.glyph_table)
+    assert m["table_rows"] == {TABLE_NAME: "int8"} and m["int8_glyph_table"] is True
     names = {t.name: t.data_type for t in q.graph.initializer}
     assert TABLE_NAME not in names
     assert names[TABLE_NAME + ".int8"] == onnx.TensorProto.INT8 and names[TABLE_NAME + ".scale"] == onnx.TensorProto.FLOAT
+    assert names[onnxmodel.TABLE_NAME] == onnx.TensorProto.INT8
+    assert names[onnxmodel.TABLE_SCALE_NAME] == onnx.TensorProto.FLOAT
 
 
 def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
@@ -272,7 +275,7 @@ def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
         [numpy_helper.from_array(table, TABLE_NAME), numpy_helper.from_array(other, "other")])
     path = tmp_path / "g.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    assert int8_table_rows(path) == [TABLE_NAME]
+    assert table_rows(path, 8) == {TABLE_NAME: "int8"}
     onnx.checker.check_model(str(path), full_check=True)
     import onnxruntime as ort
 
@@ -286,23 +289,64 @@ def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
                                                                          "other"}
 
 
+def test_int4_table_rows_are_what_onnxruntime_gathers(tmp_path):
+    """quantize.table_rows int4: onnxruntime's GatherBlockQuantized reads back each block's int4 values times its
+    fp16 scale; the chosen clips err less than max |value| / 7; a zero row stays zero; 8x fewer bytes than fp32."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(0, 0.02, (64, 2 * INT4_BLOCK)).astype(np.float32)
+    table[3] = 0.0
+    table[7, 5] = 0.5  # an outlier: its block's clip keeps the other values' steps fine
+    graph = helper.make_graph([helper.make_node("Gather", [TABLE_NAME, "ids"], ["rows"], axis=0)], "g",
+                              [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [None])],
+                              [helper.make_tensor_value_info("rows", onnx.TensorProto.FLOAT, [None, 2 * INT4_BLOCK])],
+                              [numpy_helper.from_array(table, TABLE_NAME)])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert table_rows(path, 4) == {TABLE_NAME: "int4"}
+    onnx.checker.check_model(str(path))
+    import onnxruntime as ort
+
+    rows = ort.InferenceSession(str(path)).run(None, {"ids": np.arange(64, dtype=np.int64)})[0]
+    q, scale = int4_blocks(table, INT4_BLOCK)
+    assert q.min() >= -8 and q.max() <= 7 and scale.dtype == np.float16
+    want = (q.reshape(64, 2, INT4_BLOCK) * scale.astype(np.float32)[..., None]).reshape(table.shape)
+    np.testing.assert_allclose(rows, want, rtol=1e-3, atol=1e-7)
+    assert not rows[3].any()
+    plain = np.abs(table.reshape(64, 2, INT4_BLOCK)).max(-1, keepdims=True) / 7
+    plain[plain == 0] = 1
+    plain_err = np.square(np.clip(np.round(table.reshape(64, 2, -1) / plain), -8, 7) * plain - table.reshape(64, 2, -1))
+    assert np.square(rows - table).sum() < plain_err.sum()
+    sizes = {t.name: len(t.raw_data) for t in onnx.load(str(path)).graph.initializer}
+    assert sizes == {TABLE_NAME + ".int4": table.size // 2, TABLE_NAME + ".scale": 2 * 64 * 2}
+
+
 def test_int8_keeps_the_glyph_table_overridable(tiny_run):
-    """Quantization leaves the table a float input that predict can extend: extra rows change nothing for the old
-    ids, and a changed row is used."""
+    """Quantization leaves the glyph table an input that predict can extend: int8 rows with a scale per row, which
+    predict's own quantization (onnxmodel.int8_rows) reproduces; extra rows change nothing for the old ids, and a
+    changed row is used."""
     session = onnxmodel.open_session(tiny_run / "models/student.int8.onnx", 1)
     spans = onnxmodel.read_metadata(session)["fold"]["spans"]
-    table = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(tiny_run / "models/student.int8.onnx")).graph
-                                            .initializer if t.name == onnxmodel.TABLE_NAME))
-    rows = table.reshape(spans, -1, table.shape[1]).transpose(1, 0, 2).reshape(-1, spans * table.shape[1])
+    inits = {t.name: onnx.numpy_helper.to_array(t)
+             for t in onnx.load(str(tiny_run / "models/student.int8.onnx")).graph.initializer}
+    table, scale = inits[onnxmodel.TABLE_NAME], inits[onnxmodel.TABLE_SCALE_NAME]
+    assert table.dtype == np.int8 and scale.shape == (len(table), 1)
+    np.testing.assert_array_equal(onnxmodel.int8_rows(table * scale)[0], table)  # predict requantizes alike
+    dequantized = table * scale
+    rows = dequantized.reshape(spans, -1, table.shape[1]).transpose(1, 0, 2).reshape(-1, spans * table.shape[1])
     feeds, _ = next(onnxmodel.split_batches(tiny_run / "cache/test"))
     default = onnxmodel.run_logits(session, feeds)
-    extended = span_major(np.concatenate([rows, np.ones((3, rows.shape[1]), np.float32)]), spans)
-    np.testing.assert_allclose(onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: extended}), default,
+
+    def run(glyph_rows):
+        q, s = onnxmodel.int8_rows(span_major(glyph_rows, spans))
+        return onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: q, onnxmodel.TABLE_SCALE_NAME: s})
+
+    np.testing.assert_allclose(run(np.concatenate([rows, np.ones((3, rows.shape[1]), np.float32)])), default,
                                atol=1e-6)
     rows = rows.copy()
     rows[feeds["glyphs"][0, 0]] += np.random.default_rng(0).normal(size=rows.shape[1]).astype(np.float32)
-    moved = onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: span_major(rows, spans)})
-    assert np.abs(moved - default).max() > 1e-3
+    assert np.abs(run(rows) - default).max() > 1e-3
 
 
 def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):

@@ -13,7 +13,9 @@ when the layout has several), `lengths` int64 [B] (characters, at most the
 layout's capacity), and optionally `glyph_table` float32 [S * (G + 1), W],
 the span-major per-glyph table (row s * (G + 1) + g: span s of glyph g),
 whose default is the exported atlas's (predict passes an extended table when
-it folded unseen characters). Output: `logits` [B, C].
+it folded unseen characters); in the int8 file the table is int8 with a
+float32 scale per row, `glyph_table_scale` [S * (G + 1), 1] (`int8_rows`).
+Output: `logits` [B, C].
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ META_INPUT = "pixelpipe.input"
 META_FOLD = "pixelpipe.fold"
 INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
+TABLE_SCALE_NAME = "glyph_table_scale"  # an int8 glyph table's row scales (quantize.glyph_table: int8)
 KEYS_NAME = "glyph_keys"
 OUTPUT_NAME = "logits"
 INPUT_DOC = ("glyphs int64 [batch, tokens]: atlas glyph ids + 1, 0 past each text's end; lengths int64 [batch]; "
-             "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's); "
+             "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's; "
+             "int8 with glyph_table_scale float32 [spans * (glyphs + 1), 1] in the int8 file); "
              "with n-gram tables glyph_keys int64 [glyphs + 1, orders], each glyph's pixel keys (optional, likewise)")
 
 
@@ -54,6 +58,14 @@ def encode_array(a: np.ndarray) -> dict[str, Any]:
 
 def decode_array(d: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(d["data"]), dtype="<f4").reshape(d["shape"])
+
+
+def int8_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 rows, float32 scale per row [R, 1]): symmetric, max |value| / 127; an all-zero row gets scale 1.
+    One function for the file's table (quantize) and the rows predict folds at run time, so both round alike."""
+    scale = (np.abs(rows).max(axis=1, keepdims=True) / 127).astype(np.float32)
+    scale[scale == 0] = 1.0
+    return np.round(rows / scale).astype(np.int8), scale
 
 
 def metadata_entries(student_config: dict[str, Any], fold: dict[str, Any]) -> dict[str, str]:

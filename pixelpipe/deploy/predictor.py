@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -115,10 +115,16 @@ def control_error(text: str) -> str | None:
     return f"control character {char!r} (U+{ord(char):04X}) at index {index}{more}"
 
 
-def table_width(session) -> int | str | None:
-    """The width of the model's `glyph_table` input, an overridable initializer (None when the graph has none)."""
+def table_input(session) -> Any:
+    """The model's `glyph_table` input, an overridable initializer (None when the graph has none)."""
     inputs = [*session.get_inputs(), *session.get_overridable_initializers()]
-    return next((i.shape[1] for i in inputs if i.name == onnxmodel.TABLE_NAME), None)
+    return next((i for i in inputs if i.name == onnxmodel.TABLE_NAME), None)
+
+
+def table_width(session) -> int | str | None:
+    """The width of the model's `glyph_table` input (None when the graph has none)."""
+    table = table_input(session)
+    return None if table is None else table.shape[1]
 
 
 def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) -> None:
@@ -161,6 +167,9 @@ class Predictor:
         self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
         self.rows: np.ndarray | None = None  # glyph-major rows, once a glyph beyond the export is folded
         self.table: np.ndarray | None = None  # the same, span-major: what the model's glyph_table input takes
+        table = table_input(self.session)  # the int8 file's table: int8 rows and a scale per row
+        self.int8_table = table is not None and table.type == "tensor(int8)"
+        self.table_scale: np.ndarray | None = None  # the int8 table's row scales (glyph_table_scale)
         self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
         self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
         self.batch_size = batch_size
@@ -254,6 +263,8 @@ class Predictor:
             self.rows = self.fold.table(self.atlas.cells[: self.exported])
         self.rows = np.concatenate([self.rows, self.fold.rows(self.atlas.cells[have:])])
         self.table = span_major(self.rows, self.spans)
+        if self.int8_table:
+            self.table, self.table_scale = onnxmodel.int8_rows(self.table)
         if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
             known = np.zeros((1, self.orders), np.int64) if self.keys is None else self.keys
             self.keys = np.concatenate([known, cell_keys(self.atlas.cells[len(known) - 1 :], self.orders)])
@@ -282,6 +293,8 @@ class Predictor:
             feeds = onnxmodel.deployed_batch(ids[idx], lengths[idx], s.lines, s.line_chars)
             if self.table is not None:
                 feeds[onnxmodel.TABLE_NAME] = self.table
+            if self.table_scale is not None:
+                feeds[onnxmodel.TABLE_SCALE_NAME] = self.table_scale
             if self.keys is not None:
                 feeds[onnxmodel.KEYS_NAME] = self.keys
             out[idx] = onnxmodel.run_logits(self.session, feeds)

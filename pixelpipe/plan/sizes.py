@@ -129,15 +129,17 @@ def onnx_graph_bytes(enc: EncoderConfig, kind: str) -> int:
     return int(fixed + per_block * enc.depth * enc.recursive + per_call * calls)
 
 
-def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, int8_table_rows: bool) -> dict[str, int]:
+def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, table_rows: str = "fp32",
+               glyph_table: str = "fp32") -> dict[str, int]:
     """Predicted sizes of the exported fp32 ONNX file and of its per-channel static QDQ int8 form.
 
     fp32: 4 bytes per live float (the glyph table of `glyphs` + 1 rows included) + metadata + graph. int8
     (onnxruntime quantize_static, per channel): each Conv/MatMul/Gemm weight as int8 plus an fp32 scale and an
     int8 zero point per output channel; the Conv and Gemm biases become int32 with a scale and an int32 zero
-    point per channel; everything else (the glyph table: a Gather's data) stays fp32, and so does the n-gram table
-    unless `int8_table_rows` (quantize.table_rows: one int8 per value and an fp32 scale per row); Q/DQ nodes are in
-    the graph term.
+    point per channel; everything else stays fp32 except the two tables Gathers read (quantize.table_rows: the
+    n-gram table as int8 values with an fp32 scale per row, or int4 values with an fp16 scale per 32; quantize.
+    glyph_table: the glyph table as int8 values with an fp32 scale per span-major row); Q/DQ nodes are in the
+    graph term.
     """
     from ..deploy.onnxmodel import INPUT_DOC
 
@@ -147,11 +149,19 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, int8_t
     channels = sum(s[0] for s in weights)
     meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
     meta += _pb_bytes(len(("pixelpipe student (folded); inputs " + INPUT_DOC).encode()))
-    rows = (1 << enc.ngram_bits) if enc.ngram_orders and int8_table_rows else 0
-    int8_tables = rows * (3 * enc.ngram_dim - 4)  # 4 bytes a value -> 1, plus a 4-byte scale per row
+    from ..deploy.quantize import INT4_BLOCK
+
+    rows = (1 << enc.ngram_bits) if enc.ngram_orders and table_rows != "fp32" else 0
+    if table_rows == "int4" and enc.ngram_dim % INT4_BLOCK == 0:  # 4 bytes a value -> 1/2, a 2-byte scale a block
+        saved = rows * (4 * enc.ngram_dim - enc.ngram_dim // 2 - 2 * (enc.ngram_dim // INT4_BLOCK))
+    else:  # int8 (the int4 fallback too): 4 bytes a value -> 1, plus a 4-byte scale per row
+        saved = rows * (3 * enc.ngram_dim - 4)
+    if glyph_table == "int8":  # the span-major table [S * (G + 1), W / S]: 4 bytes a value -> 1, a scale a row
+        span_width = enc.mixer_hidden if enc.deploy_form == "ngram" else enc.dim
+        saved += 3 * (glyphs + 1) * fold_width(enc) - 4 * (glyphs + 1) * (fold_width(enc) // span_width)
     return {"fp32": 4 * floats + keys + meta + onnx_graph_bytes(enc, "fp32"),
             "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + keys + meta + onnx_graph_bytes(enc, "int8")
-            - int8_tables,
+            - saved,
             "floats": floats, "int8_weights": w, "metadata": meta, "table_rows": glyphs + 1,
             "ngram_table": 4 * (1 << enc.ngram_bits) * enc.ngram_dim + keys if enc.ngram_orders else 0,
             "table_width": fold_width(enc)}

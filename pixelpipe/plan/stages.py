@@ -391,7 +391,8 @@ def student_onnx(inp: PlanInputs) -> StudentOnnx:
     meta = onnx_metadata(inp.settings.student, inp.settings.render, student, inp.classes, inp.atlas,
                          inp.stats["train"])
     tokens = max(inp.lengths[s].peak_tokens(student) for s in ("val", "test"))
-    return StudentOnnx(student, params, onnx_bytes(student, meta, inp.glyphs, inp.settings.quantize.table_rows == "int8"), tokens)
+    return StudentOnnx(student, params, onnx_bytes(student, meta, inp.glyphs, inp.settings.quantize.table_rows,
+                                                      inp.settings.quantize.glyph_table), tokens)
 
 
 def _rows_bytes(inp: PlanInputs, n: int) -> int:
