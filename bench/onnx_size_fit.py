@@ -81,7 +81,8 @@ def export_one(shape: tuple, tmp: Path) -> dict:
     render = {**RENDER, "line_chars": line_chars}
     model_cfg = {"core": core, "stem": stem, "mixer_kernel": kernel, "mixer_ratio": ratio, "positions": False,
                  "dim": dim, "depth": depth, "heads": heads, "mlp_ratio": 2.0, "H_cycles": h, "L_cycles": l,
-                 "num_capsules": 4}
+                 "num_capsules": 4, "activation": "relu", "ngram_orders": 3, "ngram_bits": 10, "ngram_dim": 16,
+                 "ngram_dropout": 0.0}  # n-gram tables as the defaults have them (small: the graph term is the fit)
     enc = encoder_config(model_cfg, render, 19)
     atlas = GlyphAtlas.from_clusters(charset(glyphs), RENDER["fonts"], 12, 16, 8)
     model = TRMVisionEncoder(enc, torch.from_numpy(atlas.cells.copy())).eval()

@@ -31,11 +31,11 @@ import numpy as np
 from .core.cli import ArgumentParser
 from .deploy import onnxmodel
 from .deploy.decide import DEFAULT_THRESHOLD
-from .deploy.predictor import Prediction, Predictor
+from .deploy.predictor import BATCH_SIZE, MAX_BATCH_CELLS, Prediction, Predictor
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a Unix tool whose reader left
-CHUNK = 4096  # lines read, classified and written at a time
+CHUNK = 1024  # lines read, classified and written at a time (4096: 18 MiB more peak memory, no faster)
 
 
 class InputError(ValueError):
@@ -194,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="below this probability answer a group of confusable languages or 'undecided' (can't tell) "
                          f"instead of a guess (default {DEFAULT_THRESHOLD}; 0 = always the most probable label)")
     ap.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1; 0 = all cores)")
-    ap.add_argument("--batch-size", type=int, default=64, help="texts per model call (sorted by length first)")
+    ap.add_argument("--batch-size", type=int, default=BATCH_SIZE,
+                    help=f"texts per model call at most (sorted by length first; at most {MAX_BATCH_CELLS} characters a call)")
     ap.add_argument("--strict", action="store_true", help="stop at the first input that cannot be classified (exit 2)")
     ap.add_argument("--list-languages", action="store_true",
                     help="print the model's labels, one per line with its name from the language registry, and exit")

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,8 +19,8 @@ from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
-from pixelpipe.deploy.quantize import (INT4_BLOCK, TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings,
-                                      int4_blocks, quantize_and_verify, table_rows)
+from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings, int4_blocks,
+                                      quantize_and_verify, table_rows)
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
 from tests._config_utils import section
@@ -246,12 +247,12 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
     for feeds, _ in onnxmodel.split_batches(tiny_run / "cache/test"):
         a, b = (onnxmodel.run_logits(s, feeds) for s in sessions)
         assert np.abs(a - b).max() < 0.1 * max(1.0, np.abs(a).max())
-    # the n-gram table (quantize.table_rows: int4; the tiny table's 8-wide rows hold no block of 32, so int8): int8
-    # rows and a scale per row, no fp32 copy left; the glyph table int8 with a scale per row (quantize.glyph_table)
-    assert m["table_rows"] == {TABLE_NAME: "int8"} and m["int8_glyph_table"] is True
+    # the n-gram table (quantize.table_rows: int4): two values a byte and a scale per row, no fp32 copy left; the
+    # glyph table int8 with a scale per row (quantize.glyph_table)
+    assert m["table_rows"] == {TABLE_NAME: "int4"} and m["int8_glyph_table"] is True
     names = {t.name: t.data_type for t in q.graph.initializer}
     assert TABLE_NAME not in names
-    assert names[TABLE_NAME + ".int8"] == onnx.TensorProto.INT8 and names[TABLE_NAME + ".scale"] == onnx.TensorProto.FLOAT
+    assert names[TABLE_NAME + ".int4"] == onnx.TensorProto.UINT8 and names[TABLE_NAME + ".scale"] == onnx.TensorProto.FLOAT
     assert names[onnxmodel.TABLE_NAME] == onnx.TensorProto.INT8
     assert names[onnxmodel.TABLE_SCALE_NAME] == onnx.TensorProto.FLOAT
 
@@ -289,37 +290,52 @@ def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
                                                                          "other"}
 
 
-def test_int4_table_rows_are_what_onnxruntime_gathers(tmp_path):
-    """quantize.table_rows int4: onnxruntime's GatherBlockQuantized reads back each block's int4 values times its
-    fp16 scale; the chosen clips err less than max |value| / 7; a zero row stays zero; 8x fewer bytes than fp32."""
+def _mean_graph(path: Path, table: np.ndarray, also_read: bool = False) -> None:
+    """A table read as the exported student reads its n-gram table: Gather, then the masked mean MatMul(w, rows)
+    (`also_read`: the gathered rows are a graph output too)."""
     from onnx import helper, numpy_helper
 
-    rng = np.random.default_rng(0)
-    table = rng.normal(0, 0.02, (64, 2 * INT4_BLOCK)).astype(np.float32)
-    table[3] = 0.0
-    table[7, 5] = 0.5  # an outlier: its block's clip keeps the other values' steps fine
-    graph = helper.make_graph([helper.make_node("Gather", [TABLE_NAME, "ids"], ["rows"], axis=0)], "g",
-                              [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [None])],
-                              [helper.make_tensor_value_info("rows", onnx.TensorProto.FLOAT, [None, 2 * INT4_BLOCK])],
-                              [numpy_helper.from_array(table, TABLE_NAME)])
-    path = tmp_path / "g.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    assert table_rows(path, 4) == {TABLE_NAME: "int4"}
-    onnx.checker.check_model(str(path))
+    width = table.shape[1]
+    outputs = [helper.make_tensor_value_info("mean", onnx.TensorProto.FLOAT, [None, 1, width])]
+    if also_read:
+        outputs.append(helper.make_tensor_value_info("rows", onnx.TensorProto.FLOAT, [None, None, width]))
+    graph = helper.make_graph([helper.make_node("Gather", [TABLE_NAME, "ids"], ["rows"], axis=0),
+                               helper.make_node("MatMul", ["w", "rows"], ["mean"])], "g",
+                              [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [None, None]),
+                               helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [None, 1, None])],
+                              outputs, [numpy_helper.from_array(table, TABLE_NAME)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+
+
+def test_int4_table_rows_are_what_the_mean_reads(tmp_path):
+    """quantize.table_rows int4: the masked mean over the packed rows (two values a byte, a scale per row) is the
+    mean of the dequantized rows; the chosen clips err less than max |value| / 7; a zero row stays zero; the
+    table takes 1/8 of its fp32 bytes. A table read otherwise than by the mean stays int8."""
     import onnxruntime as ort
 
-    rows = ort.InferenceSession(str(path)).run(None, {"ids": np.arange(64, dtype=np.int64)})[0]
-    q, scale = int4_blocks(table, INT4_BLOCK)
-    assert q.min() >= -8 and q.max() <= 7 and scale.dtype == np.float16
-    want = (q.reshape(64, 2, INT4_BLOCK) * scale.astype(np.float32)[..., None]).reshape(table.shape)
-    np.testing.assert_allclose(rows, want, rtol=1e-3, atol=1e-7)
-    assert not rows[3].any()
-    plain = np.abs(table.reshape(64, 2, INT4_BLOCK)).max(-1, keepdims=True) / 7
+    rng = np.random.default_rng(0)
+    table = rng.normal(0, 0.02, (64, 16)).astype(np.float32)
+    table[3] = 0.0
+    table[7, 5] = 0.5  # an outlier: the row's clip keeps the other values' steps fine
+    path = tmp_path / "g.onnx"
+    _mean_graph(path, table)
+    assert table_rows(path, 4) == {TABLE_NAME: "int4"}
+    onnx.checker.check_model(str(path), full_check=True)
+    ids = rng.integers(0, 64, (5, 9)).astype(np.int64)
+    ids[0] = 3
+    w = rng.random((5, 1, 9)).astype(np.float32)
+    mean = ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})[0]
+    q, scale = int4_blocks(table, table.shape[1])
+    assert q.min() >= -8 and q.max() <= 7 and scale.shape == (64, 1)
+    np.testing.assert_allclose(mean, w @ (q * scale)[ids], rtol=1e-5, atol=1e-7)
+    assert not mean[0].any()
+    plain = np.abs(table).max(1, keepdims=True) / 7
     plain[plain == 0] = 1
-    plain_err = np.square(np.clip(np.round(table.reshape(64, 2, -1) / plain), -8, 7) * plain - table.reshape(64, 2, -1))
-    assert np.square(rows - table).sum() < plain_err.sum()
-    sizes = {t.name: len(t.raw_data) for t in onnx.load(str(path)).graph.initializer}
-    assert sizes == {TABLE_NAME + ".int4": table.size // 2, TABLE_NAME + ".scale": 2 * 64 * 2}
+    assert np.square(q * scale - table).sum() < np.square(np.clip(np.round(table / plain), -8, 7) * plain - table).sum()
+    sizes = {t.name: len(t.raw_data) for t in onnx.load(str(path)).graph.initializer if t.name.startswith(TABLE_NAME)}
+    assert sizes == {TABLE_NAME + ".int4": table.size // 2, TABLE_NAME + ".scale": 4 * 64}
+    _mean_graph(path, table, also_read=True)
+    assert table_rows(path, 4) == {TABLE_NAME: "int8"}
 
 
 def test_int8_keeps_the_glyph_table_overridable(tiny_run):

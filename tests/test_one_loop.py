@@ -68,3 +68,14 @@ def test_torch_and_deployed_batches_trim_alike():
         torch_width = trim(torch.from_numpy(glyphs), torch.from_numpy(n), line_chars, lines).shape[1]
         assert torch_width == deployed_batch(glyphs, n, lines, line_chars)["glyphs"].shape[1] \
             == trimmed_width(max(lengths), line_chars, lines, 8)
+
+
+def test_length_batches_hold_at_most_max_cells_characters():
+    """With `max_cells`, a batch holds at most that many rows x its longest text (at least one row), each row once,
+    longest first: long texts come a few at a time, short ones up to `batch_size`."""
+    lengths = np.array([96, 3, 50, 96, 8, 0, 20, 1, 2, 30])
+    batches = [b.tolist() for b in length_batches(lengths, 4, max_cells=100)]
+    assert batches == [[0], [3], [2, 9], [6, 4, 1, 8], [7, 5]]
+    assert sorted(sum(batches, [])) == list(range(len(lengths)))
+    assert all(len(b) == 1 or len(b) * max(lengths[b].max(), 1) <= 100 for b in batches)
+    assert [b.tolist() for b in length_batches(lengths, 4, max_cells=10)][:3] == [[0], [3], [2]]  # one row at least

@@ -22,6 +22,7 @@ from pixelpipe.data.render import Renderer, RenderSettings
 from pixelpipe.data.scripts import ISO_15924, letter_script
 from pixelpipe.deploy import onnxmodel
 from pixelpipe.deploy.decide import UNDECIDED
+from pixelpipe.deploy.predictor import SPARE_GLYPHS
 from pixelpipe.deploy.predictor import Predictor as DefaultPredictor
 from pixelpipe.model.checkpoint import load_model
 from pixelpipe.predict import run as default_run
@@ -317,15 +318,33 @@ def test_unseen_characters_are_drawn_and_folded_on_the_fly(deployed_student):
     p = Predictor(d.path)
     ids, full, errors = p.layout(texts)
     assert errors == [None] * 4 and set(np.unique(ids[ids >= len(d.charset)])) == {len(d.charset), len(d.charset) + 1}
-    assert p.rows.shape == (len(d.charset) + 3, p.fold.matrix.shape[1])  # PAD, the atlas, two folded rows
-    assert p.table.shape == (p.spans * (len(d.charset) + 3), p.fold.matrix.shape[1] // p.spans)  # span-major
+    assert p.folded == len(d.charset) + 2  # the atlas and two folded glyphs, in a span-major table with spare rows
+    rows = len(d.charset) + 3 + SPARE_GLYPHS  # PAD, the atlas, the two, the spare
+    assert p.table.shape == (p.spans * rows, p.fold.matrix.shape[1] // p.spans) and p.table.dtype == np.float32
     reference = d.reference(texts)
     np.testing.assert_allclose(p.logits(ids, np.minimum(full, d.settings.cells)), reference, atol=1e-4, rtol=0)
     np.testing.assert_allclose(p.predict_proba(texts)[0], _softmax(reference), atol=1e-5)
-    assert len(p.rows) == len(d.charset) + 3  # drawn and folded once
+    assert p.folded == len(d.charset) + 2 and len(p.table) == p.spans * rows  # drawn and folded once
     untouched = Predictor(d.path)
     np.testing.assert_allclose(untouched.predict_proba(texts[3:])[0], _softmax(reference[3:]), atol=1e-5)
     assert untouched.table is None  # nothing to fold: the file's own table serves
+
+
+def test_the_int8_glyph_table_grows_in_place_as_one_fold_would(tiny_run):
+    """The int8 file's glyph table (int8 rows, a scale per row): characters met in later calls are written into
+    the spare rows of the table the first call built, and answer as a predictor that met them all at once."""
+    model = tiny_run / "models/student.int8.onnx"
+    first, later = [f"{du.UNSEEN} und mehr"], [f"noch {du.UNSEEN}\u0300 da", "Größe \u0416\u0301"]
+    p = Predictor(model)
+    assert p.int8_table
+    p.predict(first)
+    table, scale = p.table, p.table_scale
+    assert table.dtype == np.int8 and scale.shape == (len(table), 1)
+    both = p.predict_proba(later)[0]
+    assert p.table is table and p.table_scale is scale and p.folded == len(p.atlas)  # written in place
+    at_once = Predictor(model)
+    np.testing.assert_allclose(at_once.predict_proba(later + first)[0][:2], both, atol=1e-6)
+    assert len(at_once.atlas) == len(p.atlas) and p.folded > at_once.exported + 1
 
 
 def test_pixel_path_is_the_text_path(deployed_student):
@@ -358,8 +377,9 @@ def test_length_buckets_give_what_batch_size_one_gives(deployed_student):
     d = deployed_student
     texts = [*du.real_texts(), "a", "ok", _long(d.settings.cells), _long(99), f"{du.UNSEEN} neu"]
     one = Predictor(d.path, batch_size=1).predict_proba(texts)[0]
-    for batch in (7, 64):
-        np.testing.assert_allclose(Predictor(d.path, batch_size=batch).predict_proba(texts)[0], one, atol=1e-6)
+    for batch, cells in ((7, None), (64, None), (64, 40)):  # 40 characters a call: one long text, or 40 of one
+        np.testing.assert_allclose(Predictor(d.path, batch_size=batch, max_cells=cells).predict_proba(texts)[0], one,
+                                   atol=1e-6)
     reversed_probs = Predictor(d.path, batch_size=7).predict_proba(texts[::-1])[0]
     np.testing.assert_allclose(reversed_probs[::-1], one, atol=1e-6)
 

@@ -419,6 +419,12 @@ class GlyphAtlas:
             self._array = np.stack(self._cells)
         return self._array
 
+    def cells_from(self, start: int) -> np.ndarray:
+        """The cells of glyphs `start`.. as one uint8 array (a grown atlas's new glyphs, without restacking all)."""
+        if self._array is not None and len(self._array) == len(self._cells):
+            return self._array[start:]
+        return np.stack(self._cells[start:]) if start < len(self._cells) else self.cells[:0]
+
     def __len__(self) -> int:
         return len(self._cells)
 

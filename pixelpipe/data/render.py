@@ -81,13 +81,17 @@ class Renderer:
     def __init__(self, settings: RenderSettings, atlas: GlyphAtlas | None = None) -> None:
         self.settings = settings
         self.atlas = atlas or GlyphAtlas(settings.fonts, settings.font_size, settings.cell_height, settings.cell_width)
-        # code point -> cell index for one-character clusters (-1: not looked up yet)
-        self._by_codepoint = np.full(0x110000, -1, np.int32)
-        for cluster, i in self.atlas.index.items():
-            if len(cluster) == 1:
-                self._by_codepoint[ord(cluster)] = i
+        # code point -> cell index for one-character clusters (-1: not looked up yet); the BMP and the atlas's own
+        # code points, grown when a text brings a higher one (all of Unicode would be 4.25 MiB in predict's peak)
+        singles = {ord(cluster): i for cluster, i in self.atlas.index.items() if len(cluster) == 1}
+        self._by_codepoint = np.full(max([0xFFFF, *singles]) + 1, -1, np.int32)
+        self._by_codepoint[list(singles)] = list(singles.values())
 
     def _codepoint_cells(self, codepoints: np.ndarray) -> np.ndarray:
+        top = int(codepoints.max(initial=0))
+        if top >= len(self._by_codepoint):
+            self._by_codepoint = np.concatenate([self._by_codepoint,
+                                                 np.full(top + 1 - len(self._by_codepoint), -1, np.int32)])
         cells = self._by_codepoint[codepoints]
         for cp in np.unique(codepoints[cells < 0]):
             self._by_codepoint[cp] = self.atlas.lookup(chr(cp))

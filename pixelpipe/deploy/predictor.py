@@ -38,7 +38,7 @@ from ..data.scripts import ScriptGate, written_scripts
 from . import onnxmodel
 from ..core.reliability import LengthTemperatures
 from .decide import DEFAULT_THRESHOLD, UNDECIDED, Decider
-from .foldmap import FoldMap, span_major
+from .foldmap import FoldMap
 
 
 @dataclass
@@ -136,13 +136,22 @@ def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) 
                          f"input (width {width}) and {pixels}-pixel cells")
 
 
+BATCH_SIZE = 128  # texts a model call holds at most ...
+MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
+# rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
+# 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md)
+SPARE_GLYPHS = 512  # table rows a span kept free for the characters predict folds at run time
+
+
 class Predictor:
     """An exported pixelpipe model loaded once; `predict` / `predict_proba` over any number of texts."""
 
-    def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = 64,
-                 languages: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD) -> None:
+    def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = BATCH_SIZE,
+                 languages: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD,
+                 max_cells: int | None = MAX_BATCH_CELLS) -> None:
         """`threshold`: below this probability the answer is a confusable group or no language (`undecided`), see
-        deploy/decide.py; 0 always answers the most probable label."""
+        deploy/decide.py; 0 always answers the most probable label. A model call holds at most `batch_size` texts
+        and `max_cells` characters (texts x the longest; None: no cap)."""
         from ..data.atlas import GlyphAtlas
         from ..data.render import Renderer, RenderSettings
 
@@ -165,14 +174,16 @@ class Predictor:
         self.exported = len(self.atlas)  # glyphs the file's own table holds
         self.trained = np.zeros(self.exported, bool)
         self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
-        self.rows: np.ndarray | None = None  # glyph-major rows, once a glyph beyond the export is folded
-        self.table: np.ndarray | None = None  # the same, span-major: what the model's glyph_table input takes
+        # Once a glyph beyond the export is folded: the span-major table the model's glyph_table input takes, with
+        # spare rows (SPARE_GLYPHS a span, zero: no id reads them) that later glyphs are written into in place
+        self.table: np.ndarray | None = None
+        self.folded = self.exported  # glyphs the table holds
         table = table_input(self.session)  # the int8 file's table: int8 rows and a scale per row
         self.int8_table = table is not None and table.type == "tensor(int8)"
         self.table_scale: np.ndarray | None = None  # the int8 table's row scales (glyph_table_scale)
         self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
         self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
-        self.batch_size = batch_size
+        self.batch_size, self.max_cells = batch_size, max_cells
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()
         self.decider = Decider(self.labels, threshold)
@@ -255,19 +266,44 @@ class Predictor:
         return out, blank
 
     def _extend_table(self) -> None:
-        """Fold the glyphs drawn since the export (characters the atlas lacked) into table rows."""
-        have = self.exported if self.rows is None else len(self.rows) - 1
-        if len(self.atlas) == have:
+        """Fold the glyphs drawn since the export (characters the atlas lacked) into the table's spare rows."""
+        n = len(self.atlas)
+        if n == self.folded:
             return
-        if self.rows is None:
-            self.rows = self.fold.table(self.atlas.cells[: self.exported])
-        self.rows = np.concatenate([self.rows, self.fold.rows(self.atlas.cells[have:])])
-        self.table = span_major(self.rows, self.spans)
+        start = 0 if self.table is None else self.folded  # the exported glyphs first, refolded as the export did
+        room = self._room(n + 1)
+        width = self.fold.matrix.shape[1] // self.spans
+        cells = self.atlas.cells_from(start)
+        rows = self.fold.rows(cells).reshape(len(cells), self.spans, width).transpose(1, 0, 2).reshape(-1, width)
+        at = (np.arange(self.spans)[:, None] * room + 1 + start + np.arange(len(cells))[None, :]).ravel()  # span-major
         if self.int8_table:
-            self.table, self.table_scale = onnxmodel.int8_rows(self.table)
+            self.table[at], self.table_scale[at] = onnxmodel.int8_rows(rows)
+        else:
+            self.table[at] = rows
         if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
-            known = np.zeros((1, self.orders), np.int64) if self.keys is None else self.keys
-            self.keys = np.concatenate([known, cell_keys(self.atlas.cells[len(known) - 1 :], self.orders)])
+            self.keys[1 + start : 1 + n] = cell_keys(cells, self.orders)
+        self.folded = n
+
+    def _room(self, rows: int) -> int:
+        """Rows a span of the table holds (PAD, glyphs, spare), at least `rows`: past the spare rows, a new table
+        with SPARE_GLYPHS more a span, the old rows copied in (one copy, not one per chunk that brings a glyph)."""
+        room = 0 if self.table is None else len(self.table) // self.spans
+        if rows <= room:
+            return room
+        grown, width = rows + SPARE_GLYPHS, self.fold.matrix.shape[1] // self.spans
+        table = np.zeros((self.spans, grown, width), np.int8 if self.int8_table else np.float32)
+        scale = np.ones((self.spans, grown, 1), np.float32)
+        keys = np.zeros((grown, self.orders), np.int64)
+        if self.table is not None:
+            table[:, :room] = self.table.reshape(self.spans, room, width)
+            if self.int8_table:
+                scale[:, :room] = self.table_scale.reshape(self.spans, room, 1)
+            if self.orders:
+                keys[:room] = self.keys
+        self.table = table.reshape(-1, width)
+        self.table_scale = scale.reshape(-1, 1) if self.int8_table else None
+        self.keys = keys if self.orders else None
+        return grown
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
         cells = self.settings.cells
@@ -289,7 +325,7 @@ class Predictor:
         """Logits [N, classes] of atlas glyph ids, sorted by length into trimmed batches (original order back)."""
         out = np.empty((len(ids), len(self.labels)), np.float32)
         s = self.settings
-        for idx in length_batches(lengths, self.batch_size):
+        for idx in length_batches(lengths, self.batch_size, max_cells=self.max_cells):
             feeds = onnxmodel.deployed_batch(ids[idx], lengths[idx], s.lines, s.line_chars)
             if self.table is not None:
                 feeds[onnxmodel.TABLE_NAME] = self.table

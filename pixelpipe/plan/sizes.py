@@ -81,14 +81,15 @@ def safetensors_bytes(tensors: dict[str, tuple[tuple[int, ...], str, int]]) -> i
 ONNX_DEAD = ("stem.proj.", "children_proj.", "checksum_planes", "capsules.q.", "capsules.queries")
 ONNX_SCALARS = 4  # float scalars the exporter adds (GELU and masking constants), counted in the files
 # Graph bytes besides the float data and metadata: nodes, value_info, int64 shape constants, initializer headers,
-# Q/DQ nodes and activation scales, quant_pre_process's metadata. Least-squares fit per deploy form over exports
-# and static QDQ quantizations (64 range rows) of students with random, all-distinct weights: ngram =
-# (fixed, per table span) over 6 shapes (dim 16-48, mixer kernel 3-7, ratio 2-8, pair and cell stems, 150-700
-# glyphs), stem = (fixed, per block, per block call) over 7 recursive shapes (dim 16-64, depth 1-2, 2-6 block
-# calls; depth and calls are nearly collinear, hence a negative per-block term); residuals within 0.22 % of the
-# file, fp32 and int8 (torch 2.13, onnxruntime 1.32). Rerun: python bench/onnx_size_fit.py
-ONNX_GRAPH = {"ngram": {"fp32": (6_023, 834), "int8": (5_041, 685)},
-              "stem": {"fp32": (31_083, -3_357, 5_441), "int8": (29_290, -4_788, 9_249)}}
+# Q/DQ nodes and activation scales, quant_pre_process's metadata, the int8 file's table nodes (quantize.table_rows
+# int4 and glyph_table int8, the defaults). Least-squares fit per deploy form over exports and static QDQ
+# quantizations (64 range rows) of students with random, all-distinct weights and small n-gram tables (n <= 3,
+# 2^10 x 16): ngram = (fixed, per table span) over 6 shapes (dim 16-48, mixer kernel 3-7, ratio 2-8, pair and cell
+# stems, 150-700 glyphs), stem = (fixed, per block, per block call) over 7 recursive shapes (dim 16-64, depth 1-2,
+# 2-6 block calls; depth and calls are nearly collinear, hence a negative per-block term); residuals within 0.23 %
+# of the file, fp32 and int8 (torch 2.13, onnxruntime 1.32). Rerun: python bench/onnx_size_fit.py
+ONNX_GRAPH = {"ngram": {"fp32": (13_684, 608), "int8": (16_364, 608)},
+              "stem": {"fp32": (37_253, -2_324, 5_354), "int8": (80_038, -4_338, 9_223)}}
 
 
 def _pb_bytes(n: int) -> int:
@@ -137,7 +138,7 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, table_
     (onnxruntime quantize_static, per channel): each Conv/MatMul/Gemm weight as int8 plus an fp32 scale and an
     int8 zero point per output channel; the Conv and Gemm biases become int32 with a scale and an int32 zero
     point per channel; everything else stays fp32 except the two tables Gathers read (quantize.table_rows: the
-    n-gram table as int8 values with an fp32 scale per row, or int4 values with an fp16 scale per 32; quantize.
+    n-gram table as int8 or int4 values with an fp32 scale per row; quantize.
     glyph_table: the glyph table as int8 values with an fp32 scale per span-major row); Q/DQ nodes are in the
     graph term.
     """
@@ -149,11 +150,9 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, table_
     channels = sum(s[0] for s in weights)
     meta = sum(_pb_bytes(_pb_bytes(len(k.encode())) + _pb_bytes(len(v.encode()))) for k, v in metadata.items())
     meta += _pb_bytes(len(("pixelpipe student (folded); inputs " + INPUT_DOC).encode()))
-    from ..deploy.quantize import INT4_BLOCK
-
     rows = (1 << enc.ngram_bits) if enc.ngram_orders and table_rows != "fp32" else 0
-    if table_rows == "int4" and enc.ngram_dim % INT4_BLOCK == 0:  # 4 bytes a value -> 1/2, a 2-byte scale a block
-        saved = rows * (4 * enc.ngram_dim - enc.ngram_dim // 2 - 2 * (enc.ngram_dim // INT4_BLOCK))
+    if table_rows == "int4" and enc.ngram_dim % 2 == 0:  # 4 bytes a value -> 1/2, plus a 4-byte scale per row
+        saved = rows * (4 * enc.ngram_dim - enc.ngram_dim // 2 - 4)
     else:  # int8 (the int4 fallback too): 4 bytes a value -> 1, plus a 4-byte scale per row
         saved = rows * (3 * enc.ngram_dim - 4)
     if glyph_table == "int8":  # the span-major table [S * (G + 1), W / S]: 4 bytes a value -> 1, a scale a row
