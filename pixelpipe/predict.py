@@ -195,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                          f"instead of a guess (default {DEFAULT_THRESHOLD}; 0 = always the most probable label)")
     ap.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1; 0 = all cores)")
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE,
-                    help=f"texts per model call at most (sorted by length first; at most {MAX_BATCH_CELLS} characters a call)")
+                    help=f"texts per model call at most (sorted by length first; at most {MAX_BATCH_CELLS} characters "
+                         "a call)")
     ap.add_argument("--strict", action="store_true", help="stop at the first input that cannot be classified (exit 2)")
     ap.add_argument("--list-languages", action="store_true",
                     help="print the model's labels, one per line with its name from the language registry, and exit")

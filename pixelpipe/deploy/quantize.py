@@ -152,9 +152,52 @@ def int4_blocks(rows: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
 def _mean_reader(graph: Any, out: str) -> Any:
     """The MatMul(weights [B, 1, N], rows) that alone reads the gathered rows `out` (the masked mean), else None."""
     readers = [n for n in graph.node if out in n.input]
-    if len(readers) == 1 and out not in {o.name for o in graph.output} and readers[0].op_type == "MatMul" and list(readers[0].input).index(out) == 1:
+    if len(readers) == 1 and out not in {o.name for o in graph.output} and readers[0].op_type == "MatMul" \
+            and list(readers[0].input).index(out) == 1:
         return readers[0]
     return None
+
+
+def _int4_packed(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uint8 [R, C/2]: value j + 8 in the low nibble, value j + C/2 + 8 in the high, fp32 scale per row [R, 1])."""
+    q, scale = int4_blocks(rows, rows.shape[1])
+    u, half = (q + 8).astype(np.uint8), rows.shape[1] // 2
+    return u[:, :half] | (u[:, half:] << 4), scale
+
+
+def _int4_mean_nodes(gather: Any, mean: Any) -> list[Any]:
+    """The nodes that compute `mean` (MatMul(w, Gather(table, ids))) from the packed rows and their scales."""
+    import onnx
+    from onnx import helper
+
+    name, ids, o, w = gather.input[0], gather.input[1], gather.output[0], mean.input[0]
+    return [helper.make_node("Gather", [name + ".int4", ids], [o + ".packed"], axis=0),
+            helper.make_node("BitwiseAnd", [o + ".packed", "pp.c15"], [o + ".low"]),
+            helper.make_node("BitShift", [o + ".packed", "pp.c4"], [o + ".high"], direction="RIGHT"),
+            helper.make_node("Cast", [o + ".low"], [o + ".low.float"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Cast", [o + ".high"], [o + ".high.float"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Gather", [name + ".scale", ids], [o + ".scale"], axis=0),
+            helper.make_node("Transpose", [o + ".scale"], [o + ".scale.t"], perm=[0, 2, 1]),
+            helper.make_node("Mul", [w, o + ".scale.t"], [o + ".w"]),
+            helper.make_node("MatMul", [o + ".w", o + ".low.float"], [o + ".mean.low"]),
+            helper.make_node("MatMul", [o + ".w", o + ".high.float"], [o + ".mean.high"]),
+            helper.make_node("Concat", [o + ".mean.low", o + ".mean.high"], [o + ".mean"], axis=-1),
+            helper.make_node("ReduceSum", [o + ".w", "pp.last"], [o + ".wsum"], keepdims=1),
+            helper.make_node("Mul", [o + ".wsum", "pp.c8"], [o + ".offset"]),
+            helper.make_node("Sub", [o + ".mean", o + ".offset"], [mean.output[0]])]
+
+
+def _int8_gather_nodes(gather: Any) -> list[Any]:
+    """Gather(table, ids) as Gather(int8 rows) -> Cast -> Mul(Gather(row scales))."""
+    import onnx
+    from onnx import helper
+
+    name, ids, out = gather.input[0], gather.input[1], gather.output[0]
+    return [helper.make_node("Gather", [name + ".int8", ids], [out + ".int8"], name=gather.name + ".int8", axis=0),
+            helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=gather.name + ".cast",
+                             to=onnx.TensorProto.FLOAT),
+            helper.make_node("Gather", [name + ".scale", ids], [out + ".scale"], name=gather.name + ".scale", axis=0),
+            helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=gather.name + ".dequantize")]
 
 
 def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
@@ -171,7 +214,7 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     A table read otherwise than by one such mean, or whose width is odd, stays at 8 bits.
     """
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     proto = onnx.load(str(path))
     graph = proto.graph
@@ -179,43 +222,17 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
               and t.data_type == onnx.TensorProto.FLOAT}
     gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[0] in tables]
     means = {id(n): _mean_reader(graph, n.output[0]) for n in gathers}
-    four = {n.input[0] for n in gathers if bits == 4 and means[id(n)] is not None and tables[n.input[0]].dims[1] % 2 == 0}
+    four = {name for name, t in tables.items() if bits == 4 and t.dims[1] % 2 == 0}
     four -= {n.input[0] for n in gathers if means[id(n)] is None}  # every reader of a 4-bit table must be a mean
     replaced = {id(means[id(n)]) for n in gathers if n.input[0] in four}
     nodes = []
     consts = {"pp.c15": np.array(15, np.uint8), "pp.c4": np.array(4, np.uint8), "pp.c8": np.array(8, np.float32),
               "pp.last": np.array([-1], np.int64)}
     for node in graph.node:
-        if id(node) in replaced:
-            continue
-        if node.op_type != "Gather" or node.input[0] not in tables:
+        if id(node) in means:
+            nodes += _int4_mean_nodes(node, means[id(node)]) if node.input[0] in four else _int8_gather_nodes(node)
+        elif id(node) not in replaced:
             nodes.append(node)
-            continue
-        name, ids, out = node.input[0], node.input[1], node.output[0]
-        if name in four:
-            mean = means[id(node)]
-            w, o = mean.input[0], out
-            nodes += [helper.make_node("Gather", [name + ".int4", ids], [o + ".packed"], axis=0),
-                      helper.make_node("BitwiseAnd", [o + ".packed", "pp.c15"], [o + ".low"]),
-                      helper.make_node("BitShift", [o + ".packed", "pp.c4"], [o + ".high"], direction="RIGHT"),
-                      helper.make_node("Cast", [o + ".low"], [o + ".low.float"], to=onnx.TensorProto.FLOAT),
-                      helper.make_node("Cast", [o + ".high"], [o + ".high.float"], to=onnx.TensorProto.FLOAT),
-                      helper.make_node("Gather", [name + ".scale", ids], [o + ".scale"], axis=0),
-                      helper.make_node("Transpose", [o + ".scale"], [o + ".scale.t"], perm=[0, 2, 1]),
-                      helper.make_node("Mul", [w, o + ".scale.t"], [o + ".w"]),
-                      helper.make_node("MatMul", [o + ".w", o + ".low.float"], [o + ".mean.low"]),
-                      helper.make_node("MatMul", [o + ".w", o + ".high.float"], [o + ".mean.high"]),
-                      helper.make_node("Concat", [o + ".mean.low", o + ".mean.high"], [o + ".mean"], axis=-1),
-                      helper.make_node("ReduceSum", [o + ".w", "pp.last"], [o + ".wsum"], keepdims=1),
-                      helper.make_node("Mul", [o + ".wsum", "pp.c8"], [o + ".offset"]),
-                      helper.make_node("Sub", [o + ".mean", o + ".offset"], [mean.output[0]])]
-            continue
-        nodes += [helper.make_node("Gather", [name + ".int8", ids], [out + ".int8"], name=node.name + ".int8", axis=0),
-                  helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=node.name + ".cast",
-                                   to=onnx.TensorProto.FLOAT),
-                  helper.make_node("Gather", [name + ".scale", ids], [out + ".scale"], name=node.name + ".scale",
-                                   axis=0),
-                  helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=node.name + ".dequantize")]
     del graph.node[:]
     graph.node.extend(nodes)
     if four:
@@ -223,16 +240,9 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     for name, table in tables.items():
         rows = numpy_helper.to_array(table)
         graph.initializer.remove(table)
-        if name in four:
-            q, scale = int4_blocks(rows, rows.shape[1])
-            u = (q + 8).astype(np.uint8)
-            half = rows.shape[1] // 2
-            graph.initializer.extend([numpy_helper.from_array(u[:, :half] | (u[:, half:] << 4), name + ".int4"),
-                                      numpy_helper.from_array(scale, name + ".scale")])
-        else:
-            q, scale = onnxmodel.int8_rows(rows)
-            graph.initializer.extend([numpy_helper.from_array(q, name + ".int8"),
-                                      numpy_helper.from_array(scale, name + ".scale")])
+        data, scale = _int4_packed(rows) if name in four else onnxmodel.int8_rows(rows)
+        graph.initializer.extend([numpy_helper.from_array(data, name + (".int4" if name in four else ".int8")),
+                                  numpy_helper.from_array(scale, name + ".scale")])
     onnx.save(proto, str(path))
     return {name: "int4" if name in four else "int8" for name in sorted(tables)}
 
