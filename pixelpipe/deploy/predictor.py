@@ -292,17 +292,16 @@ class Predictor:
             return room
         grown, width = rows + SPARE_GLYPHS, self.fold.matrix.shape[1] // self.spans
         table = np.zeros((self.spans, grown, width), np.int8 if self.int8_table else np.float32)
-        scale = np.ones((self.spans, grown, 1), np.float32)
-        keys = np.zeros((grown, self.orders), np.int64)
+        scale = np.ones((self.spans, grown, 1), np.float32) if self.int8_table else None
+        keys = np.zeros((grown, self.orders), np.int64) if self.orders else None
         if self.table is not None:
             table[:, :room] = self.table.reshape(self.spans, room, width)
-            if self.int8_table:
+            if scale is not None:
                 scale[:, :room] = self.table_scale.reshape(self.spans, room, 1)
-            if self.orders:
+            if keys is not None:
                 keys[:room] = self.keys
-        self.table = table.reshape(-1, width)
-        self.table_scale = scale.reshape(-1, 1) if self.int8_table else None
-        self.keys = keys if self.orders else None
+        self.table, self.keys = table.reshape(-1, width), keys
+        self.table_scale = None if scale is None else scale.reshape(-1, 1)
         return grown
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
