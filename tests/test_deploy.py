@@ -19,7 +19,7 @@ from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
 from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
-from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings, int4_blocks,
+from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings, int4_rows,
                                       quantize_and_verify, table_rows)
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
@@ -325,7 +325,7 @@ def test_int4_table_rows_are_what_the_mean_reads(tmp_path):
     ids[0] = 3
     w = rng.random((5, 1, 9)).astype(np.float32)
     mean = ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})[0]
-    q, scale = int4_blocks(table, table.shape[1])
+    q, scale = int4_rows(table)
     assert q.min() >= -8 and q.max() <= 7 and scale.shape == (64, 1)
     np.testing.assert_allclose(mean, w @ (q * scale)[ids], rtol=1e-5, atol=1e-7)
     assert not mean[0].any()

@@ -423,7 +423,7 @@ class GlyphAtlas:
         """The cells of glyphs `start`.. as one uint8 array (a grown atlas's new glyphs, without restacking all)."""
         if self._array is not None and len(self._array) == len(self._cells):
             return self._array[start:]
-        return np.stack(self._cells[start:]) if start < len(self._cells) else self.cells[:0]
+        return np.stack(self._cells[start:])  # start < len(self): a grown atlas has new glyphs
 
     def __len__(self) -> int:
         return len(self._cells)

@@ -130,23 +130,21 @@ def activation_matmuls(model_path: str | os.PathLike) -> list[str]:
 TABLE_NAME = "ngrams.table.weight"  # the exported n-gram table (model/ngrams.py GlyphNgrams.table)
 
 
-def int4_blocks(rows: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(int4 values as int8 in [-8, 7], float32 scale per block of `block` values [R, C / block], float16-exact).
+def int4_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int4 values as int8 in [-8, 7], float32 scale per row [R, 1], float16-exact).
 
-    Each block's scale is the one of 11 clips (0.5-1.0 of max |value| / 7) with the least squared error: at 4 bits
-    rounding, not the rare large value, decides the error. Measured on the default student's held-out sets (rows
-    as one block): 93.34 % against 93.27 for max |value| / 7 (fp32 93.36; docs/deploy.md)."""
-    r, c = rows.shape
-    b = rows.reshape(r, c // block, block).astype(np.float32)
-    top = np.abs(b).max(-1, keepdims=True) / 7
+    Each row's scale is the one of 11 clips (0.5-1.0 of max |value| / 7) with the least squared error: at 4 bits
+    rounding, not the rare large value, decides the error. Measured on the default student's held-out sets:
+    93.34 % against 93.27 for max |value| / 7 (fp32 93.36; blocks of 32 or 16 values: docs/benchmarks.md)."""
+    top = np.abs(rows).max(-1, keepdims=True).astype(np.float32) / 7
     top[top == 0] = 1.0
     best_err, scale = None, top
     for f in np.linspace(0.5, 1.0, 11):
         s = (top * f).astype(np.float16).astype(np.float32)
-        err = np.square(np.clip(np.round(b / s), -8, 7) * s - b).sum(-1, keepdims=True)
+        err = np.square(np.clip(np.round(rows / s), -8, 7) * s - rows).sum(-1, keepdims=True)
         scale = s if best_err is None else np.where(err < best_err, s, scale)
         best_err = err if best_err is None else np.minimum(err, best_err)
-    return np.clip(np.round(b / scale), -8, 7).astype(np.int8).reshape(r, c), scale[..., 0]
+    return np.clip(np.round(rows / scale), -8, 7).astype(np.int8), scale
 
 
 def _mean_reader(graph: Any, out: str) -> Any:
@@ -160,7 +158,7 @@ def _mean_reader(graph: Any, out: str) -> Any:
 
 def _int4_packed(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(uint8 [R, C/2]: value j + 8 in the low nibble, value j + C/2 + 8 in the high, fp32 scale per row [R, 1])."""
-    q, scale = int4_blocks(rows, rows.shape[1])
+    q, scale = int4_rows(rows)
     u, half = (q + 8).astype(np.uint8), rows.shape[1] // 2
     return u[:, :half] | (u[:, half:] << 4), scale
 
@@ -187,17 +185,17 @@ def _int4_mean_nodes(gather: Any, mean: Any) -> list[Any]:
             helper.make_node("Sub", [o + ".mean", o + ".offset"], [mean.output[0]])]
 
 
-def _int8_gather_nodes(gather: Any) -> list[Any]:
-    """Gather(table, ids) as Gather(int8 rows) -> Cast -> Mul(Gather(row scales))."""
+def _int8_gather_nodes(gather: Any, data: str, scale: str) -> list[Any]:
+    """Gather(table, ids) as Gather(`data`: int8 rows) -> Cast -> Mul(Gather(`scale`: the rows' scales))."""
     import onnx
     from onnx import helper
 
-    name, ids, out = gather.input[0], gather.input[1], gather.output[0]
-    return [helper.make_node("Gather", [name + ".int8", ids], [out + ".int8"], name=gather.name + ".int8", axis=0),
-            helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=gather.name + ".cast",
-                             to=onnx.TensorProto.FLOAT),
-            helper.make_node("Gather", [name + ".scale", ids], [out + ".scale"], name=gather.name + ".scale", axis=0),
-            helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=gather.name + ".dequantize")]
+    ids, out, name = gather.input[1], gather.output[0], gather.name
+    axis = next((helper.get_attribute_value(a) for a in gather.attribute if a.name == "axis"), 0)
+    return [helper.make_node("Gather", [data, ids], [out + ".int8"], name=name + ".int8", axis=axis),
+            helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=name + ".cast", to=onnx.TensorProto.FLOAT),
+            helper.make_node("Gather", [scale, ids], [out + ".scale"], name=name + ".scale", axis=axis),
+            helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=name + ".dequantize")]
 
 
 def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
@@ -230,7 +228,9 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
               "pp.last": np.array([-1], np.int64)}
     for node in graph.node:
         if id(node) in means:
-            nodes += _int4_mean_nodes(node, means[id(node)]) if node.input[0] in four else _int8_gather_nodes(node)
+            name = node.input[0]
+            nodes += _int4_mean_nodes(node, means[id(node)]) if name in four else \
+                _int8_gather_nodes(node, name + ".int8", name + ".scale")
         elif id(node) not in replaced:
             nodes.append(node)
     del graph.node[:]
@@ -270,17 +270,7 @@ def int8_glyph_table(path: str | os.PathLike) -> bool:
                          "and Shape")
     readers, nodes = {id(n) for n in users}, []
     for node in graph.node:
-        if id(node) not in readers:
-            nodes.append(node)
-            continue
-        ids, out = node.input[1], node.output[0]
-        axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
-        nodes += [helper.make_node("Gather", [name, ids], [out + ".int8"], name=node.name + ".int8", axis=axis),
-                  helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=node.name + ".cast",
-                                   to=onnx.TensorProto.FLOAT),
-                  helper.make_node("Gather", [scale_name, ids], [out + ".scale"], name=node.name + ".scale",
-                                   axis=axis),
-                  helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=node.name + ".dequantize")]
+        nodes += _int8_gather_nodes(node, name, scale_name) if id(node) in readers else [node]
     del graph.node[:]
     graph.node.extend(nodes)
     q, scale = onnxmodel.int8_rows(numpy_helper.to_array(init))
