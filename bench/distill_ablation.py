@@ -1,10 +1,11 @@
 """Distillation ablation: the shipped student trained with the frozen teacher (the config's student.distill) and on
 labels alone (kl_weight = sketch_weight = 0), over several seeds, judged on the evaluate stage's held-out sets by
-length bucket (docs/benchmarks.md, issue 24).
+length bucket (docs/benchmarks.md, issue 24). Arm `transfer` adds the transfer set (student.distill.transfer: the
+train rows beyond student.train.rows_per_language, soft targets only) at the distilled arm's number of steps.
 
 It reuses a finished pipeline run (its cache, encoded dataset, teacher and labels), so only the students train:
 
-    python bench/distill_ablation.py --results results --seeds 0 1 2 --out /tmp/ablation
+    python bench/distill_ablation.py --results results --seeds 0 1 2 --out /tmp/ablation [--arms distilled transfer]
 """
 
 from __future__ import annotations
@@ -22,7 +23,20 @@ from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
 from pixelpipe.train.run import train_student
 
 BUCKETS = ("all", "<20", "20-40", "40-100", "15-40")
-ARMS = {"distilled": {}, "labels_only": {"student": {"distill": {"kl_weight": 0.0, "sketch_weight": 0.0}}}}
+ARMS = {"distilled": {}, "labels_only": {"student": {"distill": {"kl_weight": 0.0, "sketch_weight": 0.0}}},
+        "transfer": {"student": {"distill": {"transfer": True}}}}
+
+
+def same_steps(cfg: dict, cache: Path) -> dict:
+    """A transfer arm reads every train row: its epochs scaled so that it takes the distilled arm's steps."""
+    from pixelpipe.data.cache import CacheSplit, first_rows_per_label
+
+    train = cfg["student"]["train"]
+    if not cfg["student"]["distill"]["transfer"] or train["rows_per_language"] is None:
+        return cfg
+    split = CacheSplit(cache / "train", verify=False)
+    share = len(first_rows_per_label(split, train["rows_per_language"])) / len(split)
+    return deep_merge(cfg, {"student": {"train": {"epochs": train["epochs"] * share}}})
 
 
 def heldout_buckets(student: Path, cfg: dict, labels: list[str]) -> dict[str, float]:
@@ -39,13 +53,15 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=Path("results"), help="a finished run's results directory")
     ap.add_argument("--config", default="config.yaml", help="the config that run used")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=["distilled", "labels_only"])
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     labels = json.loads((args.results / "corpus" / "labels.json").read_text())["labels"]
     rows = []
     for seed in args.seeds:
-        for arm, overrides in ARMS.items():
-            cfg = load_config(args.config, deep_merge(overrides, {"seed": seed, "engine": {"progress": False}}))
+        for arm in args.arms:
+            overrides = deep_merge(ARMS[arm], {"seed": seed, "engine": {"progress": False}})
+            cfg = same_steps(load_config(args.config, overrides), args.results / "cache")
             out = args.out / f"{arm}-seed{seed}"
             t0 = time.perf_counter()
             train_student(cfg, args.results / "cache", args.results / "dataset" / "train", args.results / "teacher",
@@ -56,14 +72,15 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     summary = {}
-    for arm in ARMS:
+    for arm in args.arms:
         mine = [r for r in rows if r["arm"] == arm]
         summary[arm] = {b: {"mean": round(statistics.mean(r[b] for r in mine), 2),
                             "stdev": round(statistics.stdev(r[b] for r in mine), 2) if len(mine) > 1 else 0.0}
                         for b in BUCKETS if b in mine[0]}
-    gain = {b: round(summary["distilled"][b]["mean"] - summary["labels_only"][b]["mean"], 2)
-            for b in summary["distilled"]}
-    result = {"runs": rows, "summary": summary, "distilled_minus_labels_only": gain}
+    gain = {f"{arm}_minus_labels_only": {b: round(summary[arm][b]["mean"] - summary["labels_only"][b]["mean"], 2)
+                                         for b in summary[arm]}
+            for arm in summary if arm != "labels_only" and "labels_only" in summary}
+    result = {"runs": rows, "summary": summary, **gain}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ablation.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({"summary": summary, "gain": gain}, indent=2))

@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from pixelpipe.data.atlas import GlyphAtlas
-from pixelpipe.data.cache import CacheDataset, CacheSplit
+from pixelpipe.data.cache import CacheDataset, CacheSplit, first_rows_per_label
 from pixelpipe.data.corpus import shard_count
 from pixelpipe.data.render import Renderer, render_split
 from tests.test_render import FONTS, settings, write_corpus
@@ -76,3 +76,20 @@ def test_dataset_with_extras(split_dir):
     assert torch.cat([b["label"] for b in batches]).tolist() == LABELS
     with pytest.raises(ValueError, match="logits"):
         CacheDataset(split_dir, extra={"logits": logits[:4]})
+
+
+def test_a_role_reads_the_first_rows_of_each_language(split_dir):
+    """rows_per_language: the split's first `cap` rows of each label, in split order, and a dataset over them whose
+    rows, lengths and extras are those rows' (the teacher reads every row, the student a balanced share)."""
+    split = CacheSplit(split_dir)
+    assert first_rows_per_label(split, 2).tolist() == [0, 1, 2, 3, 4, 5]  # labels 0,1,2,0,1,2,0,1
+    assert first_rows_per_label(split, 3).tolist() == list(range(8))
+    assert first_rows_per_label(split, 1).tolist() == [0, 1, 2]
+    logits = np.arange(8 * 5, dtype=np.float32).reshape(8, 5)
+    subset = np.array([1, 4, 7])  # label 1's rows
+    ds = CacheDataset(split_dir, extra={"logits": logits}, subset=subset)
+    assert len(ds) == 3 and ds.lengths().tolist() == split.rows(subset)["length"].tolist()
+    batch = ds.__getitems__([2, 0])
+    assert batch["index"].tolist() == [7, 1] and batch["label"].tolist() == [1, 1]
+    assert torch.equal(batch["logits"], torch.from_numpy(logits[[7, 1]]))
+    assert torch.equal(batch["glyphs"], torch.from_numpy(split.rows([7, 1])["glyphs"].astype(np.int64)))

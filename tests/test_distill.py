@@ -19,6 +19,22 @@ def test_only_ce_when_other_weights_are_zero():
     torch.testing.assert_close(loss, nn.functional.cross_entropy(s_log, y))
 
 
+def test_transfer_rows_add_no_cross_entropy_but_their_soft_targets():
+    """student.distill.transfer: rows without their label (labelled False) add the KL and the sketch term only; the
+    cross-entropy is the mean over the labelled rows (0, not NaN, for a batch with none)."""
+    s_log, s_sk, t_log, t_sk, y = _inputs()
+    adapter, mask = nn.Linear(4, 8), torch.tensor([True, False, True, True, False, False])
+    everything, logs = distillation_loss(s_log, s_sk, t_log, t_sk, y, adapter, 2.0, 1.0, 1.0, 0.5)
+    every = torch.ones(6, dtype=bool)
+    same, _ = distillation_loss(s_log, s_sk, t_log, t_sk, y, adapter, 2.0, 1.0, 1.0, 0.5, 0.0, every)
+    torch.testing.assert_close(same, everything)
+    _, part = distillation_loss(s_log, s_sk, t_log, t_sk, y, adapter, 2.0, 1.0, 1.0, 0.5, 0.1, mask)
+    torch.testing.assert_close(part["ce"], nn.functional.cross_entropy(s_log[mask], y[mask], label_smoothing=0.1))
+    torch.testing.assert_close(part["kl"], logs["kl"])
+    loss, none = distillation_loss(s_log, s_sk, t_log, t_sk, y, adapter, 2.0, 1.0, 1.0, 0.5, 0.0, ~every)
+    assert none["ce"].item() == 0.0 and torch.isfinite(loss)
+
+
 def test_kl_vanishes_when_student_matches_teacher_and_scales_with_t_squared():
     s_log, s_sk, _, t_sk, y = _inputs()
     _, logs = distillation_loss(s_log, s_sk, s_log.clone(), t_sk, y, nn.Linear(4, 8), 3.0, 1.0, 1.0, 0.5)
@@ -49,7 +65,7 @@ def test_objective_trains_the_adapter():
             b = glyphs.shape[0]
             return {"logits": self.w * torch.ones(b, 5), "sketches": self.w * torch.ones(b, 2, 4)}
 
-    obj = DistillationObjective(4, 8, DistillSettings(2.0, 1.0, 1.0, 1.0), 0.0)
+    obj = DistillationObjective(4, 8, DistillSettings(2.0, 1.0, 1.0, 1.0, False), 0.0)
     _, _, t_log, t_sk, y = _inputs()
     loss, _ = obj(Fake(), {"glyphs": torch.zeros(6, 4, dtype=torch.long), "length": torch.full((6,), 4), "label": y, "teacher_logits": t_log, "teacher_sketches": t_sk})
     loss.backward()

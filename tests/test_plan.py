@@ -3,7 +3,10 @@ and its predictions on the tiny config against what the stages measured."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -180,6 +183,15 @@ def test_corpus_facts_are_what_the_corpus_and_render_rules_write(tiny_cfg, tmp_p
     assert predicted.name == "val" and abs(predicted.disk_written_bytes - written) <= 8, (predicted.disk_written_bytes,
                                                                                           written)  # rows_per_s digits
     assert inp.stats["val"].to_dict() == {k: manifest[k] for k in inp.stats["val"].to_dict()}
+    # the rows a role reads with train.rows_per_language: what the train split holds of each language, capped
+    counts = pd.read_parquet(tmp_path / "train.parquet", columns=["label"])["label"].value_counts()
+    student = inp.settings.student
+    assert inp.train_rows(student) == info["split_sizes"]["train"]
+    cap = int(counts.median())
+    capped = dataclasses.replace(student, train=dataclasses.replace(student.train, rows_per_language=cap))
+    assert inp.train_rows(capped) == int(counts.clip(upper=cap).sum()) < info["split_sizes"]["train"]
+    transfer = dataclasses.replace(capped, distill=dataclasses.replace(capped.distill, transfer=True))
+    assert inp.train_rows(transfer) == info["split_sizes"]["train"]  # the rest are read without their label
 
 
 def test_corpus_facts_of_a_user_file_with_bad_rows(tiny_cfg, tmp_path):
@@ -321,6 +333,8 @@ def test_predictions_within_tolerance_on_tiny(tiny_workdir):
     for path in metrics:
         m = read_json(path)
         pred = plan[f"{path.parent.name}/{path.stem}"]
+        if m["rule"].startswith("train_"):  # steps x batch, of the rows the role reads (the teacher's are capped)
+            assert pred["samples"] == m["samples"], (m["rule"], pred["samples"], m["samples"])
         for key, tol in (("peak_host_bytes", TOLERANCE_PCT), ("disk_written_bytes", DISK_TOLERANCE_PCT)):
             err = 100 * (pred[key] - m[key]) / m[key]
             slack = EVALUATION_SLACK if m["rule"] == "evaluate" else SMALL_FILE_SLACK

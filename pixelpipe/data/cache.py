@@ -115,6 +115,15 @@ class CacheSplit:
         return state
 
 
+def first_rows_per_label(split: CacheSplit, cap: int) -> np.ndarray:
+    """The split's first `cap` rows of each label, in split order (the corpus is shuffled: a fair draw of each
+    language): a balanced share of a split whose languages hold unequal amounts of text."""
+    labels = np.concatenate([np.asarray(rows["label"]) for _, rows in split.iter_shards()] or [np.zeros(0, np.int64)])
+    order = np.argsort(labels, kind="stable")
+    rank = np.arange(len(labels)) - np.searchsorted(labels[order], labels[order], side="left")
+    return np.sort(order[rank < cap])
+
+
 # Rewrites a batch's rows before they become tensors (text augmentation); gets the rows and the step.
 RowTransform = Callable[[np.ndarray, int | None, Sequence[int]], np.ndarray]
 
@@ -127,25 +136,31 @@ class CacheDataset(Dataset):
     """
 
     def __init__(self, split_dir: str | os.PathLike, extra: Mapping[str, Any] | None = None,
-                 verify: bool = True, transform: RowTransform | None = None) -> None:
+                 verify: bool = True, transform: RowTransform | None = None,
+                 subset: np.ndarray | None = None) -> None:
         self.split = CacheSplit(split_dir, verify=verify)
         self.extra = dict(extra or {})
         self.transform = transform
+        self.subset = None if subset is None else np.asarray(subset, np.int64)  # dataset index -> split row
         for name, arr in self.extra.items():
             if len(arr) != len(self.split):
                 raise ValueError(f"extra array {name!r} has {len(arr)} rows, cache {split_dir} has {len(self.split)}")
 
     def __len__(self) -> int:
-        return len(self.split)
+        return len(self.split) if self.subset is None else len(self.subset)
 
     def lengths(self) -> np.ndarray:
         """Every row's length (int32, 4 bytes a row), shard by shard: what length grouping sorts by."""
-        return np.concatenate([np.asarray(rows["length"]) for _, rows in self.split.iter_shards()] or [np.zeros(0)])
+        every = np.concatenate([np.asarray(rows["length"]) for _, rows in self.split.iter_shards()] or [np.zeros(0)])
+        return every if self.subset is None else every[self.subset]
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, Any]:
+        step = getattr(indices, "step", None)
+        if self.subset is not None:
+            indices = self.subset[np.asarray(indices, dtype=np.int64)].tolist()
         rows = self.split.rows(indices)
         if self.transform is not None:
-            rows = self.transform(rows, getattr(indices, "step", None), indices)
+            rows = self.transform(rows, step, indices)
         batch: dict[str, Any] = {
             "glyphs": torch.from_numpy(rows["glyphs"].astype(np.int64)),
             "label": torch.from_numpy(rows["label"].astype(np.int64)),

@@ -24,6 +24,7 @@ class TextTally:
     lengths: np.ndarray = field(default_factory=lambda: np.zeros(1))  # texts per cluster count (before truncation)
     glyphs: collections.Counter = field(default_factory=collections.Counter)  # cluster -> uses within the layout
     codepoints: float = 0.0  # characters of the normalized texts (the n-gram baseline's input)
+    per_label: collections.Counter = field(default_factory=collections.Counter)  # label -> rows
 
     def add(self, other: "TextTally", factor: float = 1.0) -> None:
         n = max(len(self.lengths), len(other.lengths))
@@ -33,6 +34,8 @@ class TextTally:
         self.codepoints += factor * other.codepoints
         for k, v in other.glyphs.items():
             self.glyphs[k] += factor * v
+        for k, v in other.per_label.items():
+            self.per_label[k] += factor * v
 
 
 def text_tally(norm: list[str], split_clusters: list[list[str] | None], cells: int) -> tuple[TextTally, set[str]]:
@@ -159,6 +162,7 @@ class CorpusScan:
         for split in pd.unique(kept["split"]):
             rows = np.flatnonzero(keep & (splits == split))
             tallies[split], found = text_tally([norm[i] for i in rows], [split_clusters[i] for i in rows], self.cells)
+            tallies[split].per_label.update(chunk["label"].to_numpy()[rows].tolist())
             self.found |= found
         return kept, tallies
 

@@ -133,6 +133,16 @@ class PlanInputs:
     def glyphs(self) -> int:
         return len(self.facts.charset)
 
+    def train_rows(self, role: RoleSettings) -> int:
+        """The train rows a role reads: all of them, or `rows_per_language` of each language at most (all of them
+        again for a student with a transfer set: the rest are read without their label)."""
+        cap, distill = role.train.rows_per_language, getattr(role, "distill", None)
+        if cap is None or (distill is not None and distill.transfer):
+            return self.sizes["train"]
+        tally = self.facts.texts["train"]
+        share = sum(min(n, cap) for n in tally.per_label.values()) / max(tally.rows, 1)
+        return int(round(self.sizes["train"] * share))
+
     def shard_rows(self, split: str) -> list[int]:
         """Rows of each cache shard of `split`: full shards, then what is left, then empty ones."""
         n = self.sizes[split]

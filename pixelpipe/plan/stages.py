@@ -215,7 +215,7 @@ def _predict_train(inp: PlanInputs, role: RoleSettings, enc: EncoderConfig, extr
     train.run hands them to the Trainer)."""
     engine, train = inp.settings.engine, role.train
     keep, every = role.checkpoint.keep_last, role.checkpoint.every_steps
-    bs, steps = _train_steps(inp.sizes["train"], train)
+    bs, steps = _train_steps(inp.train_rows(role), train)
     micro = bs // engine.grad_accum_steps
     tokens = _train_tokens(inp, enc, train, micro, max(64, micro))
     extra_params = sum(int(np.prod(v[0])) for v in extra_tensors.values())

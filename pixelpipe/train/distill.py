@@ -34,6 +34,7 @@ def distillation_loss(
     kl_weight: float,
     sketch_weight: float,
     label_smoothing: float = 0.0,
+    labelled: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """CE on labels + T^2 * KL(teacher_T || student_T) + (1 - cos) between adapted student and teacher sketches.
 
@@ -41,10 +42,14 @@ def distillation_loss(
     The teacher's outputs are those of the whole text, also when the student sees a training
     window of it: as in DINO's multi-crop training (Caron et al. 2021), the student learns to
     infer from a part what the teacher saw in the whole (measured better than distilling full
-    texts only: docs/benchmarks.md).
+    texts only: docs/benchmarks.md). Rows where `labelled` is False (student.distill.transfer) add no
+    cross-entropy; the mean is over the labelled rows.
     """
     s_logits, t_logits = student_logits.float(), teacher_logits.float()
-    ce = F.cross_entropy(s_logits, labels, label_smoothing=label_smoothing)
+    if labelled is not None:  # the transfer set's rows: the teacher's soft targets only, no label
+        labels = labels.masked_fill(~labelled, -100)
+    ce = F.cross_entropy(s_logits, labels, label_smoothing=label_smoothing, reduction="sum") \
+        / (labels >= 0).sum().clamp(min=1)
     t = temperature
     kl = F.kl_div(F.log_softmax(s_logits / t, -1), F.log_softmax(t_logits / t, -1), log_target=True,
                   reduction="batchmean") * t * t
@@ -67,4 +72,4 @@ class DistillationObjective(Objective):
         out = model(*model_inputs(batch))
         return distillation_loss(out["logits"], out["sketches"], batch["teacher_logits"], batch["teacher_sketches"],
                                  batch["label"], self.adapter, self.temperature, self.ce_weight, self.kl_weight,
-                                 self.sketch_weight, self.label_smoothing)
+                                 self.sketch_weight, self.label_smoothing, batch.get("labelled"))

@@ -69,6 +69,7 @@ class TrainSettings(Section):
     warmup_fraction: float
     grad_clip: float
     label_smoothing: float
+    rows_per_language: int | None
     window_prob: float
     window_min_chars: int
     window_words: float
@@ -96,6 +97,7 @@ class DistillSettings(Section):
     ce_weight: float
     kl_weight: float
     sketch_weight: float
+    transfer: bool
 
 
 @dataclass(frozen=True)
