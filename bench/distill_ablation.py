@@ -29,13 +29,13 @@ ARMS = {"distilled": {}, "labels_only": {"student": {"distill": {"kl_weight": 0.
 
 def same_steps(cfg: dict, cache: Path) -> dict:
     """A transfer arm reads every train row: its epochs scaled so that it takes the distilled arm's steps."""
-    from pixelpipe.data.cache import CacheSplit, first_rows_per_label
+    from pixelpipe.data.cache import CacheSplit, rows_per_label
 
     train = cfg["student"]["train"]
     if not cfg["student"]["distill"]["transfer"] or train["rows_per_language"] is None:
         return cfg
     split = CacheSplit(cache / "train", verify=False)
-    share = len(first_rows_per_label(split, train["rows_per_language"])) / len(split)
+    share = len(rows_per_label(split, train["rows_per_language"], cfg["seed"])) / len(split)
     return deep_merge(cfg, {"student": {"train": {"epochs": train["epochs"] * share}}})
 
 

@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from pixelpipe.data.atlas import GlyphAtlas
-from pixelpipe.data.cache import CacheDataset, CacheSplit, first_rows_per_label
+from pixelpipe.data.cache import CacheDataset, CacheSplit, rows_per_label
 from pixelpipe.data.corpus import shard_count
 from pixelpipe.data.render import Renderer, render_split
 from tests.test_render import FONTS, settings, write_corpus
@@ -78,13 +78,17 @@ def test_dataset_with_extras(split_dir):
         CacheDataset(split_dir, extra={"logits": logits[:4]})
 
 
-def test_a_role_reads_the_first_rows_of_each_language(split_dir):
-    """rows_per_language: the split's first `cap` rows of each label, in split order, and a dataset over them whose
-    rows, lengths and extras are those rows' (the teacher reads every row, the student a balanced share)."""
-    split = CacheSplit(split_dir)
-    assert first_rows_per_label(split, 2).tolist() == [0, 1, 2, 3, 4, 5]  # labels 0,1,2,0,1,2,0,1
-    assert first_rows_per_label(split, 3).tolist() == list(range(8))
-    assert first_rows_per_label(split, 1).tolist() == [0, 1, 2]
+def test_a_role_reads_at_most_n_rows_of_each_language(split_dir):
+    """rows_per_language: at most `cap` rows of each label, drawn by a seeded permutation (not the first ones: a file
+    may be sorted), in split order; and a dataset over them whose rows, lengths and extras are those rows' (the
+    teacher reads every row, the student a balanced share)."""
+    split = CacheSplit(split_dir)  # labels 0,1,2,0,1,2,0,1
+    draws = {seed: rows_per_label(split, 2, seed).tolist() for seed in range(20)}
+    for rows in draws.values():
+        assert rows == sorted(rows) and sorted(LABELS[i] for i in rows) == [0, 0, 1, 1, 2, 2]
+    assert rows_per_label(split, 2, 3).tolist() == draws[3] and len({tuple(r) for r in draws.values()}) > 1
+    assert {tuple(rows_per_label(split, 3, seed)) for seed in range(5)} == {tuple(range(8))}
+    assert sorted(LABELS[i] for i in rows_per_label(split, 1, 0)) == [0, 1, 2]
     logits = np.arange(8 * 5, dtype=np.float32).reshape(8, 5)
     subset = np.array([1, 4, 7])  # label 1's rows
     ds = CacheDataset(split_dir, extra={"logits": logits}, subset=subset)

@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 
 from pixelpipe.config.resolve import load_schema, resolve_config, runtime_keys
 from pixelpipe.core.io import sha256_file
-from pixelpipe.data.cache import CacheSplit, first_rows_per_label
+from pixelpipe.data.cache import CacheSplit, rows_per_label
 from pixelpipe.data.consolidate import open_dataset
 from pixelpipe.model.checkpoint import load_model
 from tests.conftest import TRAIN_BUDGET_S
@@ -79,7 +79,7 @@ def test_teacher_and_student_models(workdir):
     metrics = pd.read_csv(workdir / "results/student/metrics.csv")
     assert set(metrics["split"]) == {"train", "val", "test"}
     # the teacher reads 14 rows of each language at most (tiny.yaml), the student all 304, in batches of 32
-    read = len(first_rows_per_label(CacheSplit(workdir / "results/cache/train"), 14))
+    read = len(rows_per_label(CacheSplit(workdir / "results/cache/train"), 14, seed=0))
     samples = {role: json.loads((workdir / f"results/metrics/train_{role}/{role}.json").read_text())["samples"]
                for role in ("teacher", "student")}
     assert read <= 14 * 19 < 304 and samples == {"teacher": read // 32 * 32, "student": 9 * 32}

@@ -115,11 +115,13 @@ class CacheSplit:
         return state
 
 
-def first_rows_per_label(split: CacheSplit, cap: int) -> np.ndarray:
-    """The split's first `cap` rows of each label, in split order (the corpus is shuffled: a fair draw of each
-    language): a balanced share of a split whose languages hold unequal amounts of text."""
+def rows_per_label(split: CacheSplit, cap: int, seed: int) -> np.ndarray:
+    """At most `cap` rows of each label, drawn by a permutation fixed by `seed` (a user's file may be in any order:
+    by source, by label), returned in split order: a balanced share of a split whose languages hold unequal amounts
+    of text."""
     labels = np.concatenate([np.asarray(rows["label"]) for _, rows in split.iter_shards()] or [np.zeros(0, np.int64)])
-    order = np.argsort(labels, kind="stable")
+    order = np.random.default_rng(seed).permutation(len(labels))
+    order = order[np.argsort(labels[order], kind="stable")]
     rank = np.arange(len(labels)) - np.searchsorted(labels[order], labels[order], side="left")
     return np.sort(order[rank < cap])
 

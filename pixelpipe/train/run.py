@@ -33,7 +33,7 @@ from ..core.device import configure_backends, intra_op_threads
 from ..core.hardware import DeviceInfo, detect_device
 from ..core.io import read_json, sha256_file, write_text
 from ..core.measure import release_freed_heap
-from ..data.cache import CacheDataset, CacheSplit, atlas_tensor, first_rows_per_label
+from ..data.cache import CacheDataset, CacheSplit, atlas_tensor, rows_per_label
 from ..data.consolidate import open_dataset
 from ..data.encoded import VIEW_FIELDS
 from ..data.scripts import known_scripts
@@ -92,9 +92,9 @@ def augmenter(train: TrainSettings, split: CacheSplit, labels: list[str], seed: 
                          labels, seed)
 
 
-def read_rows(train: TrainSettings, split: CacheSplit) -> np.ndarray | None:
+def read_rows(train: TrainSettings, split: CacheSplit, seed: int) -> np.ndarray | None:
     """The train rows a role reads (None: all of them), `{role}.train.rows_per_language` of each language."""
-    return None if train.rows_per_language is None else first_rows_per_label(split, train.rows_per_language)
+    return None if train.rows_per_language is None else rows_per_label(split, train.rows_per_language, seed)
 
 
 def length_calibration_set(val: CacheDataset, train: TrainSettings, labels: list[str], seed: int) -> CacheDataset:
@@ -331,7 +331,7 @@ def train_teacher(cfg: dict, cache_root: Path, labels_path: Path, out_dir: Path,
         clear_stale_checkpoints(ckpt_dir, fingerprint, log)
     distributed.barrier(distributed.current())  # no rank looks for checkpoints before rank 0 cleared stale ones
     train_set = CacheDataset(cache_root / "train", transform=augmenter(role.train, train_split, labels, role.seed),
-                             subset=read_rows(role.train, train_split))
+                             subset=read_rows(role.train, train_split, role.seed))
     sets = Splits(train_set, CacheDataset(cache_root / "val"), CacheDataset(cache_root / "test"))
     return _train_and_save(role, model, objective, sets, stage, out_dir, ckpt_dir, profile_dir,
                            extra_config=model_extras(role.train, labels, train_split), log=log)
@@ -355,7 +355,7 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
                                       role.train.label_smoothing)
     extra = {"teacher_logits": teacher_out["logits"], "teacher_sketches": teacher_out["sketches"]}
     extra.update({name: teacher_out[name] for name in VIEW_FIELDS if name in teacher_out})  # encode.views > 1
-    subset = read_rows(role.train, train_split)
+    subset = read_rows(role.train, train_split, role.seed)
     if role.distill.transfer and subset is not None:  # every row; those beyond the share without their label
         extra["labelled"], subset = np.isin(np.arange(len(train_split)), subset), None
     train_set = CacheDataset(cache_root / "train", extra=extra,
