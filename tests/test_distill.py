@@ -70,3 +70,18 @@ def test_objective_trains_the_adapter():
     loss, _ = obj(Fake(), {"glyphs": torch.zeros(6, 4, dtype=torch.long), "length": torch.full((6,), 4), "label": y, "teacher_logits": t_log, "teacher_sketches": t_sk})
     loss.backward()
     assert obj.adapter.weight.grad is not None and obj.adapter.weight.grad.abs().sum() > 0
+    # a batch with the transfer set's `labelled` column: the objective hands it to the loss
+    logits = torch.randn(6, 5, generator=torch.Generator().manual_seed(1))
+
+    class Fixed(nn.Module):
+        def forward(self, glyphs, lengths, image_glyphs=None):
+            return {"logits": logits, "sketches": torch.ones(6, 2, 4)}
+
+    mask = torch.tensor([True, True, False, False, True, False])
+    batch = {"glyphs": torch.zeros(6, 4, dtype=torch.long), "length": torch.full((6,), 4), "label": y,
+             "teacher_logits": t_log, "teacher_sketches": t_sk}
+    _, every = obj(Fixed(), batch)
+    _, part = obj(Fixed(), {**batch, "labelled": mask})
+    torch.testing.assert_close(every["ce"], nn.functional.cross_entropy(logits, y))
+    torch.testing.assert_close(part["ce"], nn.functional.cross_entropy(logits[mask], y[mask]))
+    assert not torch.isclose(part["ce"], every["ce"])
