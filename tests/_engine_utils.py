@@ -64,8 +64,8 @@ def tiny_model(seed: int = 0, **overrides) -> TRMVisionEncoder:
 
 def train_settings(batch_size: int = 8, epochs: float = 1.0, **kw) -> TrainSettings:
     base = dict(epochs=epochs, batch_size=batch_size, lr=3e-3, weight_decay=0.05, warmup_fraction=0.1, grad_clip=1.0,
-                label_smoothing=0.0, window_prob=0.0, window_min_chars=1, window_words=0.0, augment=[], augment_prob=0.5,
-                calibrate=False)
+                label_smoothing=0.0, rows_per_language=None, window_prob=0.0, window_min_chars=1, window_words=0.0,
+                augment=[], augment_prob=0.5, calibrate=False)
     return TrainSettings.from_section({**base, **kw})
 
 
