@@ -18,11 +18,12 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from pixelpipe.config.resolve import load_schema, resolve_config, runtime_keys
+from pixelpipe.config.resolve import load_config, load_schema, resolve_config, runtime_keys
 from pixelpipe.core.io import sha256_file
 from pixelpipe.data.cache import CacheSplit, rows_per_label
 from pixelpipe.data.consolidate import open_dataset
 from pixelpipe.model.checkpoint import load_model
+from pixelpipe.train.run import train_teacher
 from tests.conftest import TRAIN_BUDGET_S
 from tests.workflow_utils import TINY, planned_jobs, snakemake, snakemake_command, snakemake_env
 
@@ -78,12 +79,19 @@ def test_teacher_and_student_models(workdir):
         assert cfg["resolved"]["engine"]["precision"] == "fp32"
     metrics = pd.read_csv(workdir / "results/student/metrics.csv")
     assert set(metrics["split"]) == {"train", "val", "test"}
-    # the teacher reads 14 rows of each language at most (tiny.yaml), the student all 304, in batches of 32
-    read = len(rows_per_label(CacheSplit(workdir / "results/cache/train"), 14, seed=0))
+    assert "stem.proj.weight" in load_file(str(workdir / "results/student/model.safetensors"))
     samples = {role: json.loads((workdir / f"results/metrics/train_{role}/{role}.json").read_text())["samples"]
                for role in ("teacher", "student")}
-    assert read <= 14 * 19 < 304 and samples == {"teacher": read // 32 * 32, "student": 9 * 32}
-    assert "stem.proj.weight" in load_file(str(workdir / "results/student/model.safetensors"))
+    assert samples == {"teacher": 9 * 32, "student": 9 * 32}  # 304 train rows, batches of 32
+
+
+def test_a_capped_role_trains_on_its_share_of_each_language(workdir, tmp_path):
+    """train.rows_per_language through the teacher stage on the tiny run's cache: it reads the drawn rows only."""
+    cfg = load_config(TINY, {"teacher": {"train": {"rows_per_language": 12}}})
+    read = rows_per_label(CacheSplit(workdir / "results/cache/train"), 12, seed=cfg["seed"])
+    result, _ = train_teacher(cfg, workdir / "results/cache", workdir / "results/corpus/labels.json",
+                              tmp_path / "teacher", threads=2, log=lambda m: None)
+    assert len(read) <= 12 * 19 < 304 and result.samples == len(read) // 32 * 32 and result.steps == len(read) // 32
 
 
 def test_encoded_shards_are_gone_and_dataset_matches_manifest(workdir):
