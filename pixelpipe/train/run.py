@@ -357,7 +357,8 @@ def train_student(cfg: dict, cache_root: Path, dataset_dir: Path, teacher_dir: P
     extra.update({name: teacher_out[name] for name in VIEW_FIELDS if name in teacher_out})  # encode.views > 1
     subset = read_rows(role.train, train_split, role.seed)
     if role.distill.transfer and subset is not None:  # every row; those beyond the share without their label
-        extra["labelled"], subset = np.isin(np.arange(len(train_split)), subset), None
+        extra["labelled"] = np.zeros(len(train_split), bool)
+        extra["labelled"][subset], subset = True, None
     train_set = CacheDataset(cache_root / "train", extra=extra,
                              transform=augmenter(role.train, train_split, labels, role.seed), subset=subset)
     fingerprint = training_fingerprint(role, [cache_root / "train" / "manifest.json", labels_path,
