@@ -28,15 +28,18 @@ ARMS = {"distilled": {}, "labels_only": {"student": {"distill": {"kl_weight": 0.
 
 
 def same_steps(cfg: dict, cache: Path) -> dict:
-    """A transfer arm reads every train row: its epochs scaled so that it takes the distilled arm's steps."""
+    """A transfer arm reads every train row: its epochs set so that it takes the distilled arm's optimizer steps
+    (as train.sampling.schedule counts them)."""
     from pixelpipe.data.cache import CacheSplit, rows_per_label
+    from pixelpipe.train.sampling import schedule
 
     train = cfg["student"]["train"]
     if not cfg["student"]["distill"]["transfer"] or train["rows_per_language"] is None:
         return cfg
     split = CacheSplit(cache / "train", verify=False)
-    share = len(rows_per_label(split, train["rows_per_language"], cfg["seed"])) / len(split)
-    return deep_merge(cfg, {"student": {"train": {"epochs": train["epochs"] * share}}})
+    share = len(rows_per_label(split, train["rows_per_language"], cfg["seed"]))
+    steps = schedule(share, train["batch_size"], train["epochs"])[1]
+    return deep_merge(cfg, {"student": {"train": {"epochs": steps / schedule(len(split), train["batch_size"], 1)[0]}}})
 
 
 def heldout_buckets(student: Path, cfg: dict, labels: list[str]) -> dict[str, float]:
