@@ -338,6 +338,34 @@ def test_int4_table_rows_are_what_the_mean_reads(tmp_path):
     assert table_rows(path, 4) == {TABLE_NAME: "int8"}
 
 
+def test_int8_table_rows_read_by_the_mean_scale_its_weights(tmp_path):
+    """quantize.table_rows int8 on a table read by the masked mean alone: MatMul(w * scales, int8 rows), the mean
+    of the dequantized rows, with no Mul over the gathered rows; a table whose rows are also read otherwise keeps
+    the dequantizing Gather."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(1)
+    table = rng.normal(0, 0.02, (64, 16)).astype(np.float32)
+    table[3] = 0.0
+    path = tmp_path / "g.onnx"
+    _mean_graph(path, table)
+    assert table_rows(path, 8) == {TABLE_NAME: "int8"}
+    onnx.checker.check_model(str(path), full_check=True)
+    ids = rng.integers(0, 64, (5, 9)).astype(np.int64)
+    ids[0] = 3
+    w = rng.random((5, 1, 9)).astype(np.float32)
+    mean = ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})[0]
+    q, scale = onnxmodel.int8_rows(table)
+    np.testing.assert_allclose(mean, w @ (q.astype(np.float32) * scale)[ids], rtol=1e-5, atol=1e-7)
+    assert not mean[0].any()
+    nodes = onnx.load(str(path)).graph.node
+    mul_inputs = [n.input for n in nodes if n.op_type == "Mul"]
+    assert mul_inputs == [["w", "rows.scale.t"]]  # the weights are scaled, never the [B, N, C] rows
+    _mean_graph(path, table, also_read=True)
+    assert table_rows(path, 8) == {TABLE_NAME: "int8"}
+    assert [n.input for n in onnx.load(str(path)).graph.node if n.op_type == "Mul"] == [["rows.float", "rows.scale"]]
+
+
 def test_int8_keeps_the_glyph_table_overridable(tiny_run):
     """Quantization leaves the glyph table an input that predict can extend: int8 rows with a scale per row, which
     predict's own quantization (onnxmodel.int8_rows) reproduces; extra rows change nothing for the old ids, and a

@@ -163,6 +163,15 @@ def _int4_packed(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u[:, :half] | (u[:, half:] << 4), scale
 
 
+def _scaled_weights(name: str, ids: str, o: str, w: str) -> list[Any]:
+    """w * the gathered rows' scales ([B, 1, N]): a mean over quantized rows scales its weights, not the rows."""
+    from onnx import helper
+
+    return [helper.make_node("Gather", [name + ".scale", ids], [o + ".scale"], axis=0),
+            helper.make_node("Transpose", [o + ".scale"], [o + ".scale.t"], perm=[0, 2, 1]),
+            helper.make_node("Mul", [w, o + ".scale.t"], [o + ".w"])]
+
+
 def _int4_mean_nodes(gather: Any, mean: Any) -> list[Any]:
     """The nodes that compute `mean` (MatMul(w, Gather(table, ids))) from the packed rows and their scales."""
     import onnx
@@ -174,15 +183,26 @@ def _int4_mean_nodes(gather: Any, mean: Any) -> list[Any]:
             helper.make_node("BitShift", [o + ".packed", "pp.c4"], [o + ".high"], direction="RIGHT"),
             helper.make_node("Cast", [o + ".low"], [o + ".low.float"], to=onnx.TensorProto.FLOAT),
             helper.make_node("Cast", [o + ".high"], [o + ".high.float"], to=onnx.TensorProto.FLOAT),
-            helper.make_node("Gather", [name + ".scale", ids], [o + ".scale"], axis=0),
-            helper.make_node("Transpose", [o + ".scale"], [o + ".scale.t"], perm=[0, 2, 1]),
-            helper.make_node("Mul", [w, o + ".scale.t"], [o + ".w"]),
+            *_scaled_weights(name, ids, o, w),
             helper.make_node("MatMul", [o + ".w", o + ".low.float"], [o + ".mean.low"]),
             helper.make_node("MatMul", [o + ".w", o + ".high.float"], [o + ".mean.high"]),
             helper.make_node("Concat", [o + ".mean.low", o + ".mean.high"], [o + ".mean"], axis=-1),
             helper.make_node("ReduceSum", [o + ".w", "pp.last"], [o + ".wsum"], keepdims=1),
             helper.make_node("Mul", [o + ".wsum", "pp.c8"], [o + ".offset"]),
             helper.make_node("Sub", [o + ".mean", o + ".offset"], [mean.output[0]])]
+
+
+def _int8_mean_nodes(gather: Any, mean: Any) -> list[Any]:
+    """`mean` (MatMul(w, Gather(table, ids))) as MatMul(w * scales, Cast(Gather(int8 rows))): no dequantized copy
+    of the rows."""
+    import onnx
+    from onnx import helper
+
+    name, ids, o, w = gather.input[0], gather.input[1], gather.output[0], mean.input[0]
+    return [helper.make_node("Gather", [name + ".int8", ids], [o + ".int8"], axis=0),
+            helper.make_node("Cast", [o + ".int8"], [o + ".float"], to=onnx.TensorProto.FLOAT),
+            *_scaled_weights(name, ids, o, w),
+            helper.make_node("MatMul", [o + ".w", o + ".float"], [mean.output[0]])]
 
 
 def _int8_gather_nodes(gather: Any, data: str, scale: str) -> list[Any]:
@@ -204,7 +224,9 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
 
     onnxruntime's quantizer leaves a Gather's data in fp32, and the table is nearly all of the file. A lookup
     reads a few hundred rows per text, so the dequantization is paid only on the rows a text reads.
-    8 bits: Gather(int8 rows) -> Cast -> Mul(Gather(row scales)), 4x fewer bytes than fp32.
+    8 bits: Gather(int8 rows) -> Cast -> Mul(Gather(row scales)), 4x fewer bytes than fp32; where the rows are
+    read by the masked mean alone (MatMul(w, rows)), MatMul(w * scales, Cast(int8 rows)) instead: no dequantized
+    copy of the rows.
     4 bits: one byte holds value j of a row (low nibble) and value j + C/2 (high), plus 8; the masked mean
     reading the rows (MatMul(w, rows)) becomes MatMul(w * scales, nibbles) - 8 * sum(w * scales), once for each
     half of the row: 8x fewer bytes and no dequantized copy of the rows. (onnxruntime's GatherBlockQuantized
@@ -221,8 +243,9 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[0] in tables]
     means = {id(n): _mean_reader(graph, n.output[0]) for n in gathers}
     four = {name for name, t in tables.items() if bits == 4 and t.dims[1] % 2 == 0}
-    four -= {n.input[0] for n in gathers if means[id(n)] is None}  # every reader of a 4-bit table must be a mean
-    replaced = {id(means[id(n)]) for n in gathers if n.input[0] in four}
+    read_by_means = set(tables) - {n.input[0] for n in gathers if means[id(n)] is None}
+    four &= read_by_means  # every reader of a 4-bit table must be a mean
+    replaced = {id(means[id(n)]) for n in gathers if n.input[0] in read_by_means}
     nodes = []
     consts = {"pp.c15": np.array(15, np.uint8), "pp.c4": np.array(4, np.uint8), "pp.c8": np.array(8, np.float32),
               "pp.last": np.array([-1], np.int64)}
@@ -230,6 +253,7 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
         if id(node) in means:
             name = node.input[0]
             nodes += _int4_mean_nodes(node, means[id(node)]) if name in four else \
+                _int8_mean_nodes(node, means[id(node)]) if name in read_by_means else \
                 _int8_gather_nodes(node, name + ".int8", name + ".scale")
         elif id(node) not in replaced:
             nodes.append(node)
