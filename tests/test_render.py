@@ -274,6 +274,22 @@ def test_render_split_errors(tmp_path):
                      shard_size=4, progress=False)
 
 
+def test_batch_layout_is_each_texts_clusters_looked_up():
+    """The one-pass layout of many texts splits clusters as `atlas.clusters` does text by text (a mark at a text's
+    start is a cluster of its own, a mark never joins the previous text), counts every cluster, and never looks up
+    (draws) a cluster past the capacity."""
+    r = Renderer(settings(line_chars=6))  # the fonts of `settings` draw no CJK
+    texts = ["\u0301abc", "", "ne\u0301e\u0301", "x", "q\u0301x\u0323\u0304 שָׁלוֹם", "\u0301", "abcdef" + CJK, "a\u0301" * 8]
+    ids, full = r.layout(texts)
+    for i, text in enumerate(texts):
+        cl = clusters(normalize(text))
+        assert full[i] == len(cl)
+        assert ids[i, : min(6, len(cl))].tolist() == [r.atlas.index[c] for c in cl[:6]]
+        assert not ids[i, len(cl):].any()
+    with pytest.raises(ValueError, match="draws"):  # no font of these draws CJK: past the 6 cells it was never drawn
+        r.layout(texts, capacity=8)
+
+
 def test_fast_path_agrees_with_clusters_on_every_joining_character():
     """Soft hyphen, Arabic letter mark, Thaana and Myanmar marks join their base like any Mn/Me/Cf."""
     from pixelpipe.data.atlas import clusters, is_plain

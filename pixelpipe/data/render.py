@@ -28,7 +28,7 @@ import numpy as np
 
 from ..config.settings import CellGrid, Section
 from ..core import io
-from .atlas import GlyphAtlas, clusters, joining_table, normalize
+from .atlas import GlyphAtlas, joining_table, normalize
 
 CACHE_FORMAT = "pixelpipe.cache/3"
 
@@ -101,9 +101,10 @@ class Renderer:
         """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]; 0 = empty).
         `capacity`: the layout's cells unless given (a long text read in windows: core/longtext.py).
 
-        All texts' code points are looked up at once: texts without a joining character (nearly all) are
-        their own clusters and go through one vectorized code point -> cell lookup; the others are split
-        into clusters one by one.
+        All texts' code points are split into clusters at once (a cluster starts at every code point that is not
+        a joining character, and at a text's start: `atlas.clusters`); one-character clusters (nearly all) go
+        through one vectorized code point -> cell lookup, the others through the atlas one by one. Clusters past
+        the capacity are never looked up (nor drawn).
         """
         cap, n = capacity or self.settings.cells, len(texts)
         out = np.zeros((n, cap), np.int32)
@@ -111,17 +112,23 @@ class Renderer:
         lens = np.fromiter(map(len, normal), np.int64, n)
         codepoints = np.frombuffer("".join(normal).encode("utf-32-le"), np.uint32)
         rows = np.repeat(np.arange(n), lens)
-        joined = np.zeros(n, bool)
-        joined[rows[joining_table()[codepoints]]] = True
-        keep = ~joined[rows]
-        pos = np.arange(len(codepoints)) - np.repeat(np.cumsum(lens) - lens, lens)
-        keep &= pos < cap
-        out[rows[keep], pos[keep]] = self._codepoint_cells(codepoints[keep])
-        full = lens.copy()
-        for row in np.flatnonzero(joined):
-            cl = clusters(normal[row])
-            full[row] = len(cl)
-            out[row, : min(cap, len(cl))] = [self.atlas.lookup(c) for c in cl[:cap]]
+        first = np.zeros(len(codepoints), bool)
+        first[(np.cumsum(lens) - lens)[lens > 0]] = True
+        begins = np.flatnonzero(first | ~joining_table()[codepoints])  # where each cluster starts
+        sizes = np.diff(np.append(begins, len(codepoints)))
+        row = rows[begins]
+        full = np.bincount(row, minlength=n).astype(np.int64)
+        pos = np.arange(len(begins)) - np.repeat(np.cumsum(full) - full, full)
+        keep = pos < cap
+        cells = np.empty(len(begins), np.int32)
+        single = keep & (sizes == 1)
+        cells[single] = self._codepoint_cells(codepoints[begins[single]])
+        several = np.flatnonzero(keep & (sizes > 1))
+        if len(several):
+            text = "".join(normal)
+            cells[several] = [self.atlas.lookup(text[a : a + k])
+                              for a, k in zip(begins[several].tolist(), sizes[several].tolist())]
+        out[row[keep], pos[keep]] = cells[keep]
         return out, full
 
     def images(self, indices: np.ndarray) -> np.ndarray:

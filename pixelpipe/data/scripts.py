@@ -113,8 +113,8 @@ class ScriptGate:
 
     def _classify(self, ids: np.ndarray) -> None:
         """Classify the glyphs among `ids` not classified yet."""
-        seen = np.unique(ids)
-        for g in seen[~self.done[seen]].tolist():
+        pending = ids[~self.done[ids]]  # nearly always empty: no sort of every id
+        for g in np.unique(pending).tolist():
             scripts = text_scripts(self.clusters[g])
             self.letter[g], self.known_letter[g], self.done[g] = bool(scripts), bool(scripts & self.known), True
 

@@ -405,7 +405,9 @@ class Predictor:
         # stable: tied probabilities (an int8 model's) rank as argmax picks, so top[0] is always the label
         ranks = np.argsort(-np.nan_to_num(probs, nan=-1), axis=1, kind="stable")[:, :top] if top > 1 else best[:, None]
         decided = self.decider.decide(probs)
-        out = []
+        sure, group_p = (decided.label >= 0).tolist(), decided.probability.tolist()  # lists: no numpy scalar per text
+        ranked_p = np.take_along_axis(probs, ranks, 1).tolist() if top > 1 else None
+        labels, out = self.labels, []
         for i, (err, b) in enumerate(zip(errors, best.tolist())):
             if err is not None:
                 out.append(Prediction(None, float("nan"), error=err))
@@ -413,13 +415,14 @@ class Predictor:
             if reasons is not None and reasons[i] is not None:
                 out.append(Prediction(None, float("nan"), truncated=truncated[i], reason=reasons[i]))
                 continue
-            ranked = [(self.labels[j], float(probs[i, j])) for j in ranks[i]] if top > 1 else [(self.labels[b], best_p[i])]
-            if decided.label[i] < 0:  # can't tell: a confusable group, or no language
+            ranked = [(labels[j], p) for j, p in zip(ranks[i].tolist(), ranked_p[i])] if ranked_p is not None \
+                else [(labels[b], best_p[i])]
+            if not sure[i]:  # can't tell: a confusable group, or no language
                 group = decided.group[i]
-                out.append(Prediction(None, float(decided.probability[i]), ranked, truncated[i], reason=UNDECIDED,
+                out.append(Prediction(None, group_p[i], ranked, truncated[i], reason=UNDECIDED,
                                       group=group, languages=self._allowed_members(group)))
                 continue
-            out.append(Prediction(self.labels[b], best_p[i], ranked, truncated[i]))
+            out.append(Prediction(labels[b], best_p[i], ranked, truncated[i]))
         return out
 
     def _allowed_members(self, group: str | None) -> list[str]:
