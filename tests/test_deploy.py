@@ -309,7 +309,7 @@ def _mean_graph(path: Path, table: np.ndarray, also_read: bool = False) -> None:
 
 def test_int4_table_rows_are_what_the_mean_reads(tmp_path):
     """quantize.table_rows int4: the masked mean over the packed rows (two values a byte, a scale per row) is the
-    mean of the dequantized rows; the chosen clips err less than max |value| / 7; a zero row stays zero; the
+    mean of the dequantized rows; the chosen clips err less than max |value| / 7; a zero row stays zero (to 1e-9); the
     table takes 1/8 of its fp32 bytes. A table read otherwise than by the mean stays int8."""
     import onnxruntime as ort
 
@@ -328,7 +328,7 @@ def test_int4_table_rows_are_what_the_mean_reads(tmp_path):
     q, scale = int4_rows(table)
     assert q.min() >= -8 and q.max() <= 7 and scale.shape == (64, 1)
     np.testing.assert_allclose(mean, w @ (q * scale)[ids], rtol=1e-5, atol=1e-7)
-    assert not mean[0].any()
+    assert np.abs(mean[0]).max() < 1e-9  # a zero row reads zero (the high nibbles' mean is a difference of sums)
     plain = np.abs(table).max(1, keepdims=True) / 7
     plain[plain == 0] = 1
     assert np.square(q * scale - table).sum() < np.square(np.clip(np.round(table / plain), -8, 7) * plain - table).sum()
