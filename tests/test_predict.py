@@ -347,6 +347,25 @@ def test_the_int8_glyph_table_grows_in_place_as_one_fold_would(tiny_run):
     assert len(at_once.atlas) == len(p.atlas) and p.folded > at_once.exported + 1
 
 
+def test_the_table_is_folded_a_chunk_of_glyphs_at_a_time(tiny_run, monkeypatch):
+    """The first fold refolds the whole atlas; folded FOLD_CHUNK glyphs at a time (bounded float temporaries) it
+    writes the same rows, scales and keys as in one piece."""
+    from pixelpipe.deploy import predictor as pred
+
+    model, texts = tiny_run / "models/student.int8.onnx", [f"{du.UNSEEN} und mehr", "Größe \u0416\u0301"]
+    whole = Predictor(model)
+    whole.predict(texts)
+    monkeypatch.setattr(pred, "FOLD_CHUNK", 7)
+    chunked = Predictor(model)
+    assert chunked.exported > 2 * pred.FOLD_CHUNK
+    chunked.predict(texts)
+    assert chunked.folded == whole.folded > whole.exported
+    np.testing.assert_array_equal(chunked.table, whole.table)
+    np.testing.assert_array_equal(chunked.table_scale, whole.table_scale)
+    if whole.keys is not None:
+        np.testing.assert_array_equal(chunked.keys, whole.keys)
+
+
 def test_pixel_path_is_the_text_path(deployed_student):
     """Images rendered like the cache classify exactly as their texts; an image that is no text (noise) is folded
     cell by cell and computes what the torch model's pixel path (convolution over the image) computes."""

@@ -140,6 +140,7 @@ BATCH_SIZE = 128  # texts a model call holds at most ...
 MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
 # rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
 # 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md)
+FOLD_CHUNK = 1024  # glyphs folded into the table at a time (the first fold refolds the whole atlas)
 SPARE_GLYPHS = 512  # table rows a span kept free for the characters predict folds at run time
 
 
@@ -274,14 +275,17 @@ class Predictor:
         room = self._room(n + 1)
         width = self.fold.matrix.shape[1] // self.spans
         cells = self.atlas.cells_from(start)
-        rows = self.fold.rows(cells).reshape(len(cells), self.spans, width).transpose(1, 0, 2).reshape(-1, width)
-        at = (np.arange(self.spans)[:, None] * room + 1 + start + np.arange(len(cells))[None, :]).ravel()  # span-major
-        if self.int8_table:
-            self.table[at], self.table_scale[at] = onnxmodel.int8_rows(rows)
-        else:
-            self.table[at] = rows
-        if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
-            self.keys[1 + start : 1 + n] = cell_keys(cells, self.orders)
+        for first in range(0, len(cells), FOLD_CHUNK):  # float temporaries of a chunk, not of the whole table
+            part = cells[first : first + FOLD_CHUNK]
+            rows = self.fold.rows(part).reshape(len(part), self.spans, width).transpose(1, 0, 2).reshape(-1, width)
+            ids = 1 + start + first + np.arange(len(part))
+            at = (np.arange(self.spans)[:, None] * room + ids[None, :]).ravel()  # span-major
+            if self.int8_table:
+                self.table[at], self.table_scale[at] = onnxmodel.int8_rows(rows)
+            else:
+                self.table[at] = rows
+            if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
+                self.keys[ids] = cell_keys(part, self.orders)
         self.folded = n
 
     def _room(self, rows: int) -> int:
