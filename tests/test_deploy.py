@@ -364,6 +364,24 @@ def test_int8_table_rows_read_by_the_mean_scale_its_weights(tmp_path):
     _mean_graph(path, table, also_read=True)
     assert table_rows(path, 8) == {TABLE_NAME: "int8"}
     assert [n.input for n in onnx.load(str(path)).graph.node if n.op_type == "Mul"] == [["rows.float", "rows.scale"]]
+    # a second Gather of the table read otherwise: every lookup of that table dequantizes its rows, the mean too
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph([helper.make_node("Gather", [TABLE_NAME, "ids"], ["rows"], "gather", axis=0),
+                               helper.make_node("MatMul", ["w", "rows"], ["mean"]),
+                               helper.make_node("Gather", [TABLE_NAME, "ids"], ["other"], "gather2", axis=0)], "g",
+                              [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [None, None]),
+                               helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [None, 1, None])],
+                              [helper.make_tensor_value_info("mean", onnx.TensorProto.FLOAT, [None, 1, 16]),
+                               helper.make_tensor_value_info("other", onnx.TensorProto.FLOAT, [None, None, 16])],
+                              [numpy_helper.from_array(table, TABLE_NAME)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    assert table_rows(path, 8) == {TABLE_NAME: "int8"}
+    assert sorted(n.input[0] for n in onnx.load(str(path)).graph.node if n.op_type == "Mul") == ["other.float",
+                                                                                               "rows.float"]
+    mean, other = ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})
+    np.testing.assert_allclose(mean, w @ (q.astype(np.float32) * scale)[ids], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(other, (q.astype(np.float32) * scale)[ids], rtol=1e-6)
 
 
 def test_int8_keeps_the_glyph_table_overridable(tiny_run):

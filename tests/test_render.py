@@ -279,7 +279,8 @@ def test_batch_layout_is_each_texts_clusters_looked_up():
     start is a cluster of its own, a mark never joins the previous text), counts every cluster, and never looks up
     (draws) a cluster past the capacity."""
     r = Renderer(settings(line_chars=6))  # the fonts of `settings` draw no CJK
-    texts = ["\u0301abc", "", "ne\u0301e\u0301", "x", "q\u0301x\u0323\u0304 שָׁלוֹם", "\u0301", "abcdef" + CJK, "a\u0301" * 8]
+    texts = ["\u0301abc", "", "nq\u0301q\u0301", "x", "q\u0301x\u0323\u0304 שָׁלוֹם", "\u0301", "abcdef" + CJK,
+             "q\u0301" * 8, "abcdef" + CJK + "\u0301"]  # q + acute has no precomposed form: a cluster of two
     ids, full = r.layout(texts)
     for i, text in enumerate(texts):
         cl = clusters(normalize(text))

@@ -104,20 +104,22 @@ class Renderer:
         All texts' code points are split into clusters at once (a cluster starts at every code point that is not
         a joining character, and at a text's start: `atlas.clusters`); one-character clusters (nearly all) go
         through one vectorized code point -> cell lookup, the others through the atlas one by one. Clusters past
-        the capacity are never looked up (nor drawn).
+        the capacity are never looked up (nor drawn). Clusters the atlas lacks are drawn in that order (the
+        one-character ones first), which decides only the ids of the glyphs drawn anew.
         """
         cap, n = capacity or self.settings.cells, len(texts)
         out = np.zeros((n, cap), np.int32)
         normal = [normalize(t) for t in texts]
         lens = np.fromiter(map(len, normal), np.int64, n)
-        codepoints = np.frombuffer("".join(normal).encode("utf-32-le"), np.uint32)
+        text = "".join(normal)
+        codepoints = np.frombuffer(text.encode("utf-32-le"), np.uint32)
         rows = np.repeat(np.arange(n), lens)
         first = np.zeros(len(codepoints), bool)
         first[(np.cumsum(lens) - lens)[lens > 0]] = True
         begins = np.flatnonzero(first | ~joining_table()[codepoints])  # where each cluster starts
         sizes = np.diff(np.append(begins, len(codepoints)))
         row = rows[begins]
-        full = np.bincount(row, minlength=n).astype(np.int64)
+        full = np.bincount(row, minlength=n)
         pos = np.arange(len(begins)) - np.repeat(np.cumsum(full) - full, full)
         keep = pos < cap
         cells = np.empty(len(begins), np.int32)
@@ -125,7 +127,6 @@ class Renderer:
         cells[single] = self._codepoint_cells(codepoints[begins[single]])
         several = np.flatnonzero(keep & (sizes > 1))
         if len(several):
-            text = "".join(normal)
             cells[several] = [self.atlas.lookup(text[a : a + k])
                               for a, k in zip(begins[several].tolist(), sizes[several].tolist())]
         out[row[keep], pos[keep]] = cells[keep]

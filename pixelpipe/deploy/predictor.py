@@ -38,6 +38,7 @@ from ..data.scripts import ScriptGate, written_scripts
 from . import onnxmodel
 from ..core.reliability import LengthTemperatures
 from .decide import DEFAULT_THRESHOLD, UNDECIDED, Decider
+from . import foldmap
 from .foldmap import FoldMap
 
 
@@ -140,7 +141,8 @@ BATCH_SIZE = 128  # texts a model call holds at most ...
 MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
 # rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
 # 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md)
-FOLD_CHUNK = 1024  # glyphs folded into the table at a time (the first fold refolds the whole atlas)
+FOLD_CHUNK = foldmap.CHUNK  # glyphs folded into the table at a time (the first fold refolds the whole atlas); the
+# fold map's own chunk, so the first fold's products have the export's shapes and its rows come out as exported
 SPARE_GLYPHS = 512  # table rows a span kept free for the characters predict folds at run time
 
 

@@ -137,21 +137,26 @@ def int4_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rounding, not the rare large value, decides the error. Measured on the default student's held-out sets:
     93.34 % against 93.27 for max |value| / 7 (fp32 93.36; blocks of 32 or 16 values: docs/benchmarks.md)."""
     top = np.abs(rows).max(-1, keepdims=True).astype(np.float32) / 7
-    top[top == 0] = 2.0 ** -14  # an all-zero row: any scale reads zeros; a small one keeps the mean's rounding small
-    best_err, scale = None, top
+    top[top == 0] = 2.0 ** -14  # an all-zero row reads zeros at any scale; a small one (2^-15 after the clip search)
+    best_err, scale = None, top  # keeps the rounding of the int4 mean's difference of sums small
     for f in np.linspace(0.5, 1.0, 11):
-        s = (top * f).astype(np.float16).astype(np.float32)
+        s = np.maximum((top * f).astype(np.float16).astype(np.float32), 2.0 ** -24)  # no scale 0 (fp16 underflow)
         err = np.square(np.clip(np.round(rows / s), -8, 7) * s - rows).sum(-1, keepdims=True)
         scale = s if best_err is None else np.where(err < best_err, s, scale)
         best_err = err if best_err is None else np.minimum(err, best_err)
     return np.clip(np.round(rows / scale), -8, 7).astype(np.int8), scale
 
 
-def _mean_reader(graph: Any, out: str) -> Any:
-    """The MatMul(weights [B, 1, N], rows) that alone reads the gathered rows `out` (the masked mean), else None."""
+def _mean_reader(graph: Any, gather: Any) -> Any:
+    """The MatMul(weights [B, 1, N], rows) that alone reads the rows `gather` takes (axis 0) from a table (the
+    masked mean), else None."""
+    from onnx import helper
+
+    out = gather.output[0]
+    axis = next((helper.get_attribute_value(a) for a in gather.attribute if a.name == "axis"), 0)
     readers = [n for n in graph.node if out in n.input]
-    if len(readers) == 1 and out not in {o.name for o in graph.output} and readers[0].op_type == "MatMul" \
-            and list(readers[0].input).index(out) == 1:
+    if axis == 0 and len(readers) == 1 and out not in {o.name for o in graph.output} \
+            and readers[0].op_type == "MatMul" and list(readers[0].input).index(out) == 1:
         return readers[0]
     return None
 
@@ -232,8 +237,9 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     4 bits: one byte holds value j of a row (low nibble) and value j + C/2 (high), plus 8; the masked mean
     reading the rows (MatMul(w, rows)) becomes MatMul(w * scales, nibbles) - 8 * sum(w * scales), once for each
     half of the row: 8x fewer bytes and no dequantized copy of the rows. The high nibbles' mean is taken as
-    (MatMul(w * scales, bytes) - the low one) / 16, which spares a BitShift over the gathered rows. (onnxruntime's GatherBlockQuantized
-    reads int4 too, but ran 13x slower than the int8 path here: 18.7 against 1.4 ms a batch of 64 texts.)
+    (MatMul(w * scales, bytes) - the low one) / 16, which spares a BitShift over the gathered rows.
+    (onnxruntime's GatherBlockQuantized reads int4 too, but ran 13x slower than the int8 path here: 18.7 against
+    1.4 ms a batch of 64 texts.)
     A table read otherwise than by one such mean, or whose width is odd, stays at 8 bits.
     """
     import onnx
@@ -244,7 +250,7 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     tables = {t.name: t for t in graph.initializer if t.name.endswith(TABLE_NAME) and len(t.dims) == 2
               and t.data_type == onnx.TensorProto.FLOAT}
     gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[0] in tables]
-    means = {id(n): _mean_reader(graph, n.output[0]) for n in gathers}
+    means = {id(n): _mean_reader(graph, n) for n in gathers}
     four = {name for name, t in tables.items() if bits == 4 and t.dims[1] % 2 == 0}
     read_by_means = set(tables) - {n.input[0] for n in gathers if means[id(n)] is None}
     four &= read_by_means  # every reader of a 4-bit table must be a mean
