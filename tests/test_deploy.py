@@ -307,24 +307,30 @@ def _mean_graph(path: Path, table: np.ndarray, also_read: bool = False) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
 
 
+def _quantized_mean(path: Path, table: np.ndarray, bits: int, rng: np.random.Generator) -> tuple:
+    """`table` read by the masked mean (`_mean_graph`), stored at `bits`, checked and run: (ids, w, the mean);
+    the first text reads row 3 only."""
+    import onnxruntime as ort
+
+    _mean_graph(path, table)
+    assert table_rows(path, bits) == {TABLE_NAME: f"int{bits}"}
+    onnx.checker.check_model(str(path), full_check=True)
+    ids = rng.integers(0, len(table), (5, 9)).astype(np.int64)
+    ids[0] = 3
+    w = rng.random((5, 1, 9)).astype(np.float32)
+    return ids, w, ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})[0]
+
+
 def test_int4_table_rows_are_what_the_mean_reads(tmp_path):
     """quantize.table_rows int4: the masked mean over the packed rows (two values a byte, a scale per row) is the
     mean of the dequantized rows; the chosen clips err less than max |value| / 7; a zero row stays zero (to 1e-9); the
     table takes 1/8 of its fp32 bytes. A table read otherwise than by the mean stays int8."""
-    import onnxruntime as ort
-
     rng = np.random.default_rng(0)
     table = rng.normal(0, 0.02, (64, 16)).astype(np.float32)
     table[3] = 0.0
     table[7, 5] = 0.5  # an outlier: the row's clip keeps the other values' steps fine
     path = tmp_path / "g.onnx"
-    _mean_graph(path, table)
-    assert table_rows(path, 4) == {TABLE_NAME: "int4"}
-    onnx.checker.check_model(str(path), full_check=True)
-    ids = rng.integers(0, 64, (5, 9)).astype(np.int64)
-    ids[0] = 3
-    w = rng.random((5, 1, 9)).astype(np.float32)
-    mean = ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})[0]
+    ids, w, mean = _quantized_mean(path, table, 4, rng)
     q, scale = int4_rows(table)
     assert q.min() >= -8 and q.max() <= 7 and scale.shape == (64, 1)
     np.testing.assert_allclose(mean, w @ (q * scale)[ids], rtol=1e-5, atol=1e-7)
@@ -348,13 +354,7 @@ def test_int8_table_rows_read_by_the_mean_scale_its_weights(tmp_path):
     table = rng.normal(0, 0.02, (64, 16)).astype(np.float32)
     table[3] = 0.0
     path = tmp_path / "g.onnx"
-    _mean_graph(path, table)
-    assert table_rows(path, 8) == {TABLE_NAME: "int8"}
-    onnx.checker.check_model(str(path), full_check=True)
-    ids = rng.integers(0, 64, (5, 9)).astype(np.int64)
-    ids[0] = 3
-    w = rng.random((5, 1, 9)).astype(np.float32)
-    mean = ort.InferenceSession(str(path)).run(None, {"ids": ids, "w": w})[0]
+    ids, w, mean = _quantized_mean(path, table, 8, rng)
     q, scale = onnxmodel.int8_rows(table)
     np.testing.assert_allclose(mean, w @ (q.astype(np.float32) * scale)[ids], rtol=1e-5, atol=1e-7)
     assert not mean[0].any()
