@@ -81,6 +81,10 @@ class CodepointSet:
     def __len__(self) -> int:
         return int(self._mask.sum())
 
+    def array(self) -> np.ndarray:
+        """The code points, sorted, as one int64 array."""
+        return np.flatnonzero(self._mask)
+
 
 def parse_hex(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(code points int64 [G], starts int64 [G + 1], bitmap bytes uint8) of an xz-compressed Unifont .hex file: the
