@@ -12,7 +12,9 @@
 # Knobs (environment): BUDGET_S (whole script, 560), DAG_S (the DAG at most, 420), CORES (16), RUN (/tmp/run: an
 # existing one is resumed, as Snakemake does), WHEELS (.whl), SITE (/tmp/site), CONFIGS (the config files after
 # config.yaml; default: the h100 run below; DEFAULT=1: none, the shipped default as a user runs it, on the GPU),
-# ENGINE_FIRST=1 (the engine benchmark before the DAG, with at most ENGINE_S seconds, 170).
+# ENGINE_FIRST=1 (the engine benchmark before the DAG, with at most ENGINE_S seconds, 170), ENGINE_ONLY=1 (the
+# engine benchmark alone, no DAG), ENGINE_ROWS (the engine rows, comma-separated; default: fp32 eager, +bf16
+# autocast, +channels_last, +compile default).
 set -uo pipefail
 : "${OUT:?set OUT to the folder that comes back}"
 START=$SECONDS
@@ -96,14 +98,15 @@ engine_bench() {
     say "engine benchmark, at most ${BENCH_T}s"
     SMOKE=$(python3 -c 'import torch; print("" if torch.cuda.is_available() else "--cpu-smoke")')
     rm -rf "$RUN/bench"
-    timeout -k 10 "$BENCH_T" python3 - "$RUN/bench" $((BENCH_T - 15)) $SMOKE <<'EOF'
-import sys
+    ENGINE_ROWS=${ENGINE_ROWS:-fp32 eager,+bf16 autocast,+channels_last,+compile default} \
+        timeout -k 10 "$BENCH_T" python3 - "$RUN/bench" $((BENCH_T - 15)) $SMOKE <<'EOF'
+import os, sys
 sys.path.insert(0, "bench")
 import engine_gpu as eg
 
 # fp32 eager against bf16 autocast (+TF32), channels_last and torch.compile (one compile: ~45 s), in that order
 # (each row is saved as it ends); then the batch-size finder and the encode rate. --quick: batch 64, 8 timed steps.
-KEEP = {"fp32 eager", "+bf16 autocast", "+channels_last", "+compile default"}
+KEEP = set(os.environ["ENGINE_ROWS"].split(","))
 rows_for = eg.rows_for
 eg.rows_for = lambda args, smoke: [r for r in rows_for(args, smoke) if r.name in KEEP]
 sys.exit(eg.main(["--out", sys.argv[1], "--quick", "--budget-s", sys.argv[2], *sys.argv[3:]]))
@@ -113,7 +116,8 @@ EOF
     [ -f "$RUN"/bench/engine_gpu.json ] && python3 bench/gpu_memory_check.py "$RUN"/bench/engine_gpu.json \
         > "$OUT/gpu_memory_check.md" 2>&1
 }
-[ "${ENGINE_FIRST:-0}" = 1 ] && engine_bench "${ENGINE_S:-170}"
+[ "${ENGINE_FIRST:-0}" = 1 ] || [ "${ENGINE_ONLY:-0}" = 1 ] && engine_bench "${ENGINE_S:-170}"
+if [ "${ENGINE_ONLY:-0}" = 1 ]; then say "done (engine only), $(left)s of the ${BUDGET_S}s budget left"; exit 0; fi
 
 # ---- 3. The whole default target, h100 profile, in a scratch folder.
 # CUT TO FIT ~6 MINUTES (the profile as it stands would take hours here). The GPU stages keep the profile's models
