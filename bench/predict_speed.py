@@ -1,7 +1,8 @@
 """pixelpipe's deployed model against py3langid on real short texts: texts/s, start-up, peak RSS, side by side.
 
 Texts: the held-out interface strings (pixelpipe/data/text/gettext-ui.parquet, a catalog family no training
-row comes from), `--per-language` of each of the model's languages it has, 15-120 characters, shuffled. One thread
+row comes from), `--per-language` of each of the model's languages it has, 15-120 characters, shuffled
+(`--source udhr --max-chars 1000`: the evaluation's held-out prose instead). One thread
 everywhere. Measured in one run, alternating the two tools `--repeats` times (medians reported):
 
   command     the whole command a user runs, start-up and model load included:
@@ -42,12 +43,14 @@ with open(sys.argv[1], encoding="utf-8") as f:
 """
 
 
-def texts(per_language: int, labels: list[str], seed: int = 0) -> tuple[list[str], list[str]]:
-    """`per_language` held-out UI strings of each of the model's languages the source has."""
+def texts(per_language: int, labels: list[str], seed: int = 0, source: str = "gettext-ui",
+          max_chars: int = 120) -> tuple[list[str], list[str]]:
+    """`per_language` held-out texts (UI strings by default) of each of the model's languages the source has,
+    15 to `max_chars` characters."""
     from pixelpipe.data.sources import load_source
 
-    df = load_source("gettext-ui")
-    df = df[df["text"].str.len().between(15, 120) & df["label"].isin(labels)]
+    df = load_source(source)
+    df = df[df["text"].str.len().between(15, max_chars) & df["label"].isin(labels)]
     rng = np.random.default_rng(seed)
     keep = [rng.permutation(idx)[:per_language] for _, idx in df.groupby("label").indices.items()]
     df = df.iloc[rng.permutation(np.concatenate(keep))]
@@ -106,7 +109,7 @@ def measure(args: argparse.Namespace) -> dict:
     from pixelpipe.evaluate.reference import ReferenceScorer, reference_code
 
     labels = Predictor(args.model).labels
-    items, truth = texts(args.per_language, labels)
+    items, truth = texts(args.per_language, labels, source=args.source, max_chars=args.max_chars)
     # py3langid restricted to the model's languages it knows, in its codes (all 19 of the default)
     langs = sorted({reference_code(lab) for lab in ReferenceScorer(labels, restricted=False).known})
     env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -144,6 +147,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="results/models/student.onnx")
     ap.add_argument("--per-language", type=int, default=1200)
+    ap.add_argument("--source", default="gettext-ui", choices=["gettext-ui", "udhr"],
+                    help="the held-out source: UI strings, or UDHR prose (the evaluation's other set)")
+    ap.add_argument("--max-chars", type=int, default=120, help="longest text taken (and at least 15 characters)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--jsonl", action="store_true", help="pixelpipe writes JSON lines (default: its text lines)")
     ap.add_argument("--out", default=None)
