@@ -20,7 +20,7 @@ from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings, int4_rows,
-                                      quantize_and_verify, table_rows)
+                                      int8_glyph_table, quantize_and_verify, table_rows)
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
 from tests._config_utils import section
@@ -248,13 +248,16 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
         a, b = (onnxmodel.run_logits(s, feeds) for s in sessions)
         assert np.abs(a - b).max() < 0.1 * max(1.0, np.abs(a).max())
     # the n-gram table (quantize.table_rows: int4): two values a byte and a scale per row, no fp32 copy left; the
-    # glyph table int8 with a scale per row (quantize.glyph_table)
+    # glyph table int8 with a scale per column (quantize.glyph_table), applied after the sum over its spans
     assert m["table_rows"] == {TABLE_NAME: "int4"} and m["int8_glyph_table"] is True
     names = {t.name: t.data_type for t in q.graph.initializer}
     assert TABLE_NAME not in names
     assert names[TABLE_NAME + ".int4"] == onnx.TensorProto.UINT8 and names[TABLE_NAME + ".scale"] == onnx.TensorProto.FLOAT
     assert names[onnxmodel.TABLE_NAME] == onnx.TensorProto.INT8
     assert names[onnxmodel.TABLE_SCALE_NAME] == onnx.TensorProto.FLOAT
+    scale_reader = next(n for n in q.graph.node if onnxmodel.TABLE_SCALE_NAME in n.input)
+    sums = [n for n in q.graph.node if scale_reader.input[0] in n.output]
+    assert scale_reader.op_type == "Mul" and [n.op_type for n in sums] == ["ReduceSum"]
 
 
 def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
@@ -288,6 +291,42 @@ def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
     np.testing.assert_array_equal(other_rows, other)
     assert {t.name for t in onnx.load(str(path)).graph.initializer} == {TABLE_NAME + ".int8", TABLE_NAME + ".scale",
                                                                          "other"}
+
+
+def test_int8_glyph_table_scales_after_the_sum_over_spans(tmp_path):
+    """The glyph table as int8 with a scale per column: a Gather whose rows only a ReduceSum over other axes reads
+    is scaled after that sum; one read otherwise (a sum over the columns, or a graph output) right after its Cast.
+    Both read the table within half a step of each column's scale."""
+    from onnx import helper, numpy_helper
+    import onnxruntime as ort
+
+    name, scale_name = onnxmodel.TABLE_NAME, onnxmodel.TABLE_SCALE_NAME
+    table = np.random.default_rng(0).normal(0, [[0.1, 1.0, 3.0]], (20, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", [name, "ids"], ["spans"], axis=0),
+         helper.make_node("ReduceSum", ["spans", "span_axis"], ["summed"], keepdims=0),
+         helper.make_node("Gather", [name, "ids"], ["across"], axis=0),
+         helper.make_node("ReduceSum", ["across", "last_axis"], ["row_sums"], keepdims=0),
+         helper.make_node("Gather", [name, "ids"], ["rows"], axis=0)],
+        "g", [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [None, 4]),
+              helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [None, 3])],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, shape)
+         for o, shape in (("summed", [None, 3]), ("row_sums", [None, 4]), ("rows", [None, 4, 3]))],
+        [numpy_helper.from_array(table, name), numpy_helper.from_array(np.array([1], np.int64), "span_axis"),
+         numpy_helper.from_array(np.array([-1], np.int64), "last_axis")])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    assert int8_glyph_table(path)
+    onnx.checker.check_model(str(path), full_check=True)
+    nodes = onnx.load(str(path)).graph.node
+    assert {n.output[0] for n in nodes if scale_name in n.input} == {"summed", "across", "rows"}  # not "spans"
+    ids = np.random.default_rng(1).integers(0, 20, (6, 4))
+    summed, row_sums, rows = ort.InferenceSession(str(path)).run(None, {"ids": ids})
+    step = np.abs(table).max(0) / 127
+    assert np.all(np.abs(rows - table[ids]) <= step / 2 + 1e-6)
+    assert np.all(np.abs(summed - table[ids].sum(1)) <= 4 * step / 2 + 1e-5)
+    np.testing.assert_allclose(row_sums, rows.sum(-1), rtol=1e-6)
+    assert not int8_glyph_table(path)  # no fp32 glyph table left
 
 
 def _mean_graph(path: Path, table: np.ndarray, also_read: bool = False) -> None:
@@ -385,30 +424,42 @@ def test_int8_table_rows_read_by_the_mean_scale_its_weights(tmp_path):
 
 
 def test_int8_keeps_the_glyph_table_overridable(tiny_run):
-    """Quantization leaves the glyph table an input that predict can extend: int8 rows with a scale per row, which
-    predict's own quantization (onnxmodel.int8_rows) reproduces; extra rows change nothing for the old ids, and a
-    changed row is used."""
+    """Quantization leaves the glyph table an input that predict can extend: int8 with a scale per column, which
+    predict's own quantization (onnxmodel.int8_columns) reproduces; extra rows change nothing for the old ids, and
+    a changed row is used."""
     session = onnxmodel.open_session(tiny_run / "models/student.int8.onnx", 1)
     spans = onnxmodel.read_metadata(session)["fold"]["spans"]
     inits = {t.name: onnx.numpy_helper.to_array(t)
              for t in onnx.load(str(tiny_run / "models/student.int8.onnx")).graph.initializer}
     table, scale = inits[onnxmodel.TABLE_NAME], inits[onnxmodel.TABLE_SCALE_NAME]
-    assert table.dtype == np.int8 and scale.shape == (len(table), 1)
-    np.testing.assert_array_equal(onnxmodel.int8_rows(table * scale)[0], table)  # predict requantizes alike
+    assert table.dtype == np.int8 and scale.shape == (table.shape[1],) and np.abs(table).max() == 127
+    np.testing.assert_array_equal(onnxmodel.int8_columns(table * scale, scale), table)  # predict requantizes alike
+    np.testing.assert_array_equal(onnxmodel.column_scale(np.abs(table * scale).max(0)), scale)
     dequantized = table * scale
     rows = dequantized.reshape(spans, -1, table.shape[1]).transpose(1, 0, 2).reshape(-1, spans * table.shape[1])
     feeds, _ = next(onnxmodel.split_batches(tiny_run / "cache/test"))
     default = onnxmodel.run_logits(session, feeds)
 
     def run(glyph_rows):
-        q, s = onnxmodel.int8_rows(span_major(glyph_rows, spans))
-        return onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: q, onnxmodel.TABLE_SCALE_NAME: s})
+        q = onnxmodel.int8_columns(span_major(glyph_rows, spans), scale)
+        return onnxmodel.run_logits(session, {**feeds, onnxmodel.TABLE_NAME: q, onnxmodel.TABLE_SCALE_NAME: scale})
 
     np.testing.assert_allclose(run(np.concatenate([rows, np.ones((3, rows.shape[1]), np.float32)])), default,
                                atol=1e-6)
     rows = rows.copy()
     rows[feeds["glyphs"][0, 0]] += np.random.default_rng(0).normal(size=rows.shape[1]).astype(np.float32)
     assert np.abs(run(rows) - default).max() > 1e-3
+
+
+def test_int8_columns_clip_a_glyph_past_the_exported_range():
+    """A row folded after the export is quantized with the file's column scales: within range it rounds to the
+    nearest step, past it it is read at the edge (+-127), never wrapped around."""
+    table = np.array([[1.0, -2.0, 0.0], [0.5, 1.0, 0.0]], np.float32)
+    scale = onnxmodel.column_scale(np.abs(table).max(0))
+    np.testing.assert_allclose(scale, [1 / 127, 2 / 127, 1.0])  # an all-zero column: scale 1
+    np.testing.assert_array_equal(onnxmodel.int8_columns(table, scale), [[127, -127, 0], [64, 64, 0]])
+    np.testing.assert_array_equal(onnxmodel.int8_columns(np.array([[3.0, -5.0, 0.4]], np.float32), scale),
+                                  [[127, -127, 0]])
 
 
 def test_accuracy_gate_rejects_and_writes_nothing(tiny_run, tmp_path):

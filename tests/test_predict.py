@@ -331,15 +331,16 @@ def test_unseen_characters_are_drawn_and_folded_on_the_fly(deployed_student):
 
 
 def test_the_int8_glyph_table_grows_in_place_as_one_fold_would(tiny_run):
-    """The int8 file's glyph table (int8 rows, a scale per row): characters met in later calls are written into
-    the spare rows of the table the first call built, and answer as a predictor that met them all at once."""
+    """The int8 file's glyph table (int8, a scale per column): characters met in later calls are written into
+    the spare rows of the table the first call built, with the file's scales, and answer as a predictor that met
+    them all at once."""
     model = tiny_run / "models/student.int8.onnx"
     first, later = [f"{du.UNSEEN} und mehr"], [f"noch {du.UNSEEN}\u0300 da", "Größe \u0416\u0301"]
     p = Predictor(model)
     assert p.int8_table
     p.predict(first)
     table, scale = p.table, p.table_scale
-    assert table.dtype == np.int8 and scale.shape == (len(table), 1)
+    assert table.dtype == np.int8 and scale.shape == (table.shape[1],)
     both = p.predict_proba(later)[0]
     assert p.table is table and p.table_scale is scale and p.folded == len(p.atlas)  # written in place
     at_once = Predictor(model)
@@ -347,15 +348,31 @@ def test_the_int8_glyph_table_grows_in_place_as_one_fold_would(tiny_run):
     assert len(at_once.atlas) == len(p.atlas) and p.folded > at_once.exported + 1
 
 
+def test_an_int8_file_with_a_scale_per_glyph_row_is_refused(tiny_run, tmp_path):
+    """An int8 file of an earlier version (the glyph table's scale per row, [rows, 1]) would be folded wrongly:
+    predict says to quantize it again instead."""
+    model = onnx.load(str(tiny_run / "models/student.int8.onnx"))
+    table = next(t for t in model.graph.initializer if t.name == onnxmodel.TABLE_NAME)
+    scale = next(t for t in model.graph.initializer if t.name == onnxmodel.TABLE_SCALE_NAME)
+    scale.CopyFrom(onnx.numpy_helper.from_array(np.ones((table.dims[0], 1), np.float32), scale.name))
+    inp = next(i for i in model.graph.input if i.name == onnxmodel.TABLE_SCALE_NAME)
+    inp.CopyFrom(onnx.helper.make_tensor_value_info(scale.name, onnx.TensorProto.FLOAT, [table.dims[0], 1]))
+    onnx.save(model, str(tmp_path / "old.int8.onnx"))
+    with pytest.raises(onnxmodel.ModelFileError, match="scale per row .* quantize it again"):
+        Predictor(tmp_path / "old.int8.onnx")
+
+
 def test_the_table_is_folded_a_chunk_of_glyphs_at_a_time(tiny_run, monkeypatch):
     """The first fold refolds the whole atlas, a later one the glyphs drawn since; folded FOLD_CHUNK glyphs at a
     time (bounded float temporaries) both write the rows, scales and keys of a fold in one piece (int8 rows
-    within one step: a product's rounding may differ with its shape)."""
+    within one step: a product's rounding may differ with its shape); the scales are the file's own."""
     from pixelpipe.deploy import predictor as pred
 
     model = tiny_run / "models/student.int8.onnx"
     first, later = [f"{du.UNSEEN} und mehr"], ["".join(map(chr, range(0x250, 0x270)))]  # IPA letters: drawn anew
     whole = Predictor(model)
+    file_scale = next(onnx.numpy_helper.to_array(t) for t in onnx.load(str(model)).graph.initializer
+                      if t.name == onnxmodel.TABLE_SCALE_NAME)
     monkeypatch.setattr(pred, "FOLD_CHUNK", 7)
     chunked = Predictor(model)
     assert chunked.exported > 2 * pred.FOLD_CHUNK
@@ -366,6 +383,7 @@ def test_the_table_is_folded_a_chunk_of_glyphs_at_a_time(tiny_run, monkeypatch):
         assert chunked.folded == whole.folded and chunked.folded - start > pred.FOLD_CHUNK  # several chunks
         assert np.abs(chunked.table.astype(int) - whole.table.astype(int)).max() <= 1
         np.testing.assert_allclose(chunked.table_scale, whole.table_scale, rtol=1e-5)
+        np.testing.assert_allclose(whole.table_scale, file_scale, rtol=1e-6)
         if whole.keys is not None:
             np.testing.assert_array_equal(chunked.keys, whole.keys)
 

@@ -425,11 +425,12 @@ class GlyphAtlas:
             self._array = np.stack(self._cells)
         return self._array
 
-    def cells_from(self, start: int) -> np.ndarray:
-        """The cells of glyphs `start`.. as one uint8 array (a grown atlas's new glyphs, without restacking all)."""
+    def cells_from(self, start: int, stop: int | None = None) -> np.ndarray:
+        """The cells of glyphs `start`..`stop` - 1 (to the end) as one uint8 array: a grown atlas's new glyphs,
+        or a chunk of all of them, without restacking all."""
         if self._array is not None and len(self._array) == len(self._cells):
-            return self._array[start:]
-        return np.stack(self._cells[start:])  # start < len(self): a grown atlas has new glyphs
+            return self._array[start:stop]
+        return np.stack(self._cells[start:stop])  # start < stop: a grown atlas has new glyphs
 
     def __len__(self) -> int:
         return len(self._cells)

@@ -14,7 +14,7 @@ layout's capacity), and optionally `glyph_table` float32 [S * (G + 1), W],
 the span-major per-glyph table (row s * (G + 1) + g: span s of glyph g),
 whose default is the exported atlas's (predict passes an extended table when
 it folded unseen characters); in the int8 file the table is int8 with a
-float32 scale per row, `glyph_table_scale` [S * (G + 1), 1] (`int8_rows`).
+float32 scale per column, `glyph_table_scale` [W] (`column_scale`, `int8_columns`).
 Output: `logits` [B, C].
 """
 
@@ -37,12 +37,12 @@ META_INPUT = "pixelpipe.input"
 META_FOLD = "pixelpipe.fold"
 INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
-TABLE_SCALE_NAME = "glyph_table_scale"  # an int8 glyph table's row scales (quantize.glyph_table: int8)
+TABLE_SCALE_NAME = "glyph_table_scale"  # an int8 glyph table's column scales (quantize.glyph_table: int8)
 KEYS_NAME = "glyph_keys"
 OUTPUT_NAME = "logits"
 INPUT_DOC = ("glyphs int64 [batch, tokens]: atlas glyph ids + 1, 0 past each text's end; lengths int64 [batch]; "
              "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's; "
-             "int8 with glyph_table_scale float32 [spans * (glyphs + 1), 1] in the int8 file); "
+             "int8 with glyph_table_scale float32 [width], a scale per column, in the int8 file); "
              "with n-gram tables glyph_keys int64 [glyphs + 1, orders], each glyph's pixel keys (optional, likewise)")
 
 
@@ -61,11 +61,25 @@ def decode_array(d: dict[str, Any]) -> np.ndarray:
 
 
 def int8_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 rows, float32 scale per row [R, 1]): symmetric, max |value| / 127; an all-zero row gets scale 1.
-    One function for the file's table (quantize) and the rows predict folds at run time, so both round alike."""
+    """(int8 rows, float32 scale per row [R, 1]): symmetric, max |value| / 127; an all-zero row gets scale 1
+    (the n-gram table's rows with quantize.table_rows: int8)."""
     scale = (np.abs(rows).max(axis=1, keepdims=True) / 127).astype(np.float32)
     scale[scale == 0] = 1.0
     return np.round(rows / scale).astype(np.int8), scale
+
+
+def column_scale(peak: np.ndarray) -> np.ndarray:
+    """float32 scale per column of an int8 table from each column's largest |value| (`peak`): peak / 127, 1 where
+    a column is all zero. One function for the file's glyph table (quantize) and the table predict folds."""
+    scale = (np.asarray(peak, np.float32) / 127).astype(np.float32)
+    scale[scale == 0] = 1.0
+    return scale
+
+
+def int8_columns(rows: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """int8 rows in units of a scale per column, clipped to +-127: a character drawn after the export may reach
+    past the exported glyphs' range in a column, and is read at its edge."""
+    return np.clip(np.round(rows / scale), -127, 127).astype(np.int8)
 
 
 def metadata_entries(student_config: dict[str, Any], fold: dict[str, Any]) -> dict[str, str]:

@@ -116,10 +116,10 @@ def control_error(text: str) -> str | None:
     return f"control character {char!r} (U+{ord(char):04X}) at index {index}{more}"
 
 
-def table_input(session) -> Any:
-    """The model's `glyph_table` input, an overridable initializer (None when the graph has none)."""
+def table_input(session, name: str = onnxmodel.TABLE_NAME) -> Any:
+    """The model's `glyph_table` input (or another overridable initializer), None when the graph has none."""
     inputs = [*session.get_inputs(), *session.get_overridable_initializers()]
-    return next((i for i in inputs if i.name == onnxmodel.TABLE_NAME), None)
+    return next((i for i in inputs if i.name == name), None)
 
 
 def table_width(session) -> int | str | None:
@@ -181,9 +181,12 @@ class Predictor:
         # spare rows (SPARE_GLYPHS a span, zero: no id reads them) that later glyphs are written into in place
         self.table: np.ndarray | None = None
         self.folded = self.exported  # glyphs the table holds
-        table = table_input(self.session)  # the int8 file's table: int8 rows and a scale per row
+        table = table_input(self.session)  # the int8 file's table: int8 rows and a scale per column
         self.int8_table = table is not None and table.type == "tensor(int8)"
-        self.table_scale: np.ndarray | None = None  # the int8 table's row scales (glyph_table_scale)
+        if self.int8_table and len(table_input(self.session, onnxmodel.TABLE_SCALE_NAME).shape) != 1:
+            raise onnxmodel.ModelFileError(f"{model_path}: its int8 glyph table has a scale per row (quantized by an "
+                                           "earlier version of pixelpipe); quantize it again: snakemake quantize_onnx")
+        self.table_scale: np.ndarray | None = None  # the int8 table's column scales (glyph_table_scale)
         self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
         self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
         self.batch_size, self.max_cells = batch_size, max_cells
@@ -275,20 +278,30 @@ class Predictor:
             return
         start = 0 if self.table is None else self.folded  # the exported glyphs first, refolded as the export did
         room = self._room(n + 1)
-        width = self.fold.matrix.shape[1] // self.spans
-        cells = self.atlas.cells_from(start)
-        for first in range(0, len(cells), FOLD_CHUNK):  # float temporaries of a chunk, not of the whole table
-            part = cells[first : first + FOLD_CHUNK]
-            rows = self.fold.rows(part).reshape(len(part), self.spans, width).transpose(1, 0, 2).reshape(-1, width)
-            ids = 1 + start + first + np.arange(len(part))
+        if self.int8_table and self.table_scale is None:
+            self.table_scale = self._file_scale()
+        for first in range(start, n, FOLD_CHUNK):  # float temporaries of a chunk, not of the whole table
+            cells = self.atlas.cells_from(first, min(first + FOLD_CHUNK, n))
+            rows, ids = self._span_rows(cells), 1 + first + np.arange(len(cells))
             at = (np.arange(self.spans)[:, None] * room + ids[None, :]).ravel()  # span-major
-            if self.int8_table:
-                self.table[at], self.table_scale[at] = onnxmodel.int8_rows(rows)
-            else:
-                self.table[at] = rows
+            self.table[at] = onnxmodel.int8_columns(rows, self.table_scale) if self.int8_table else rows
             if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
-                self.keys[ids] = cell_keys(part, self.orders)
+                self.keys[ids] = cell_keys(cells, self.orders)
         self.folded = n
+
+    def _file_scale(self) -> np.ndarray:
+        """The int8 file's column scales, from its exported glyphs' rows as quantize computed them (a glyph folded
+        later is read at the edge of that range, not allowed to change the rows every text reads)."""
+        peak = np.zeros(self.fold.matrix.shape[1] // self.spans, np.float32)
+        for first in range(0, self.exported, FOLD_CHUNK):
+            cells = self.atlas.cells_from(first, min(first + FOLD_CHUNK, self.exported))
+            peak = np.maximum(peak, np.abs(self._span_rows(cells)).max(0))
+        return onnxmodel.column_scale(peak)
+
+    def _span_rows(self, cells: np.ndarray) -> np.ndarray:
+        """The table rows of atlas cells, span-major ([spans * glyphs, width])."""
+        rows = self.fold.rows(cells).reshape(len(cells), self.spans, -1)
+        return rows.transpose(1, 0, 2).reshape(self.spans * len(cells), -1)
 
     def _room(self, rows: int) -> int:
         """Rows a span of the table holds (PAD, glyphs, spare), at least `rows`: past the spare rows, a new table
@@ -298,16 +311,12 @@ class Predictor:
             return room
         grown, width = rows + SPARE_GLYPHS, self.fold.matrix.shape[1] // self.spans
         table = np.zeros((self.spans, grown, width), np.int8 if self.int8_table else np.float32)
-        scale = np.ones((self.spans, grown, 1), np.float32) if self.int8_table else None
         keys = np.zeros((grown, self.orders), np.int64) if self.orders else None
         if self.table is not None:
             table[:, :room] = self.table.reshape(self.spans, room, width)
-            if scale is not None:
-                scale[:, :room] = self.table_scale.reshape(self.spans, room, 1)
             if keys is not None:
                 keys[:room] = self.keys
         self.table, self.keys = table.reshape(-1, width), keys
-        self.table_scale = None if scale is None else scale.reshape(-1, 1)
         return grown
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:

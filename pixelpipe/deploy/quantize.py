@@ -214,17 +214,40 @@ def _int8_mean_nodes(gather: Any, mean: Any) -> list[Any]:
             helper.make_node("MatMul", [o + ".w", o + ".float"], [mean.output[0]])]
 
 
-def _int8_gather_nodes(gather: Any, data: str, scale: str) -> list[Any]:
-    """Gather(table, ids) as Gather(`data`: int8 rows) -> Cast -> Mul(Gather(`scale`: the rows' scales))."""
+def _node_name(node: Any) -> str:
+    """A base for the names of the nodes that replace `node`: its name, or its output's where it has none."""
+    return node.name or node.output[0]
+
+
+def _gather_cast(gather: Any, data: str) -> list[Any]:
+    """Gather(table, ids) as Gather(`data`: int8 rows) -> Cast to float (output: the gather's output + ".float")."""
     import onnx
     from onnx import helper
 
-    ids, out, name = gather.input[1], gather.output[0], gather.name
+    ids, out, name = gather.input[1], gather.output[0], _node_name(gather)
     axis = next((helper.get_attribute_value(a) for a in gather.attribute if a.name == "axis"), 0)
     return [helper.make_node("Gather", [data, ids], [out + ".int8"], name=name + ".int8", axis=axis),
-            helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=name + ".cast", to=onnx.TensorProto.FLOAT),
+            helper.make_node("Cast", [out + ".int8"], [out + ".float"], name=name + ".cast", to=onnx.TensorProto.FLOAT)]
+
+
+def _int8_gather_nodes(gather: Any, data: str, scale: str) -> list[Any]:
+    """Gather(table, ids) as Gather(`data`: int8 rows) -> Cast -> Mul(Gather(`scale`: the rows' scales))."""
+    from onnx import helper
+
+    ids, out, name = gather.input[1], gather.output[0], _node_name(gather)
+    axis = next((helper.get_attribute_value(a) for a in gather.attribute if a.name == "axis"), 0)
+    return [*_gather_cast(gather, data),
             helper.make_node("Gather", [scale, ids], [out + ".scale"], name=name + ".scale", axis=axis),
             helper.make_node("Mul", [out + ".float", out + ".scale"], [out], name=name + ".dequantize")]
+
+
+def _int8_column_gather_nodes(gather: Any, data: str, scale: str, scale_here: bool) -> list[Any]:
+    """Gather(table, ids) as Gather(`data`: int8 rows) -> Cast, then, if `scale_here`, Mul(`scale`: per column)."""
+    from onnx import helper
+
+    out = gather.output[0]
+    scaled = [helper.make_node("Mul", [out + ".float", scale], [out], name=_node_name(gather) + ".dequantize")]
+    return _gather_cast(gather, data) + (scaled if scale_here else [])
 
 
 def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
@@ -283,12 +306,15 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
 
 
 def int8_glyph_table(path: str | os.PathLike) -> bool:
-    """Store the ONNX file's glyph table input (an overridable initializer) as int8 rows with a float32 scale per
-    row, a second overridable input (onnxmodel.TABLE_SCALE_NAME), in place; False if the file has none.
+    """Store the ONNX file's glyph table input (an overridable initializer) as int8 with a float32 scale per column,
+    a second overridable input (onnxmodel.TABLE_SCALE_NAME, [width]), in place; False if the file has none.
 
-    The table's rows are read by Gathers, which the quantizer leaves in fp32: each becomes Gather(int8) -> Cast ->
-    Mul(Gather(scales)). predict still extends the table at run time, quantizing the rows it folds the same way
-    (onnxmodel.int8_rows)."""
+    The table's rows are read by Gathers, which the quantizer leaves in fp32: each becomes Gather(int8) -> Cast,
+    and the scale multiplies after the sum over spans that reads them (a scale per column commutes with a sum over
+    other axes: a quarter of the products), or after the Cast where no such sum follows. A scale per row would have
+    to multiply every gathered row before that sum, broadcast over the width: a quarter of onnxruntime's time in
+    the int8 file, docs/benchmarks.md. predict still extends the table at run time, quantizing the rows it folds
+    with the same scales (onnxmodel.int8_columns)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -303,20 +329,54 @@ def int8_glyph_table(path: str | os.PathLike) -> bool:
     if any(n.op_type != "Gather" or list(n.input).index(name) != 0 for n in users):
         raise ValueError(f"{path}: the glyph table feeds {sorted({n.op_type for n in users})}, not only Gathers "
                          "and Shape")
-    readers, nodes = {id(n) for n in users}, []
+    sums = {id(n): _column_sum(graph, n) for n in users}
+    scaled = {id(s): g for g in users if (s := sums[id(g)]) is not None}  # ReduceSum -> the Gather it reads
+    nodes = []
     for node in graph.node:
-        nodes += _int8_gather_nodes(node, name, scale_name) if id(node) in readers else [node]
+        if id(node) in sums:
+            nodes += _int8_column_gather_nodes(node, name, scale_name, scale_here=sums[id(node)] is None)
+        elif id(node) in scaled:  # the sum reads the unscaled Cast; its output is scaled
+            out = node.output[0]
+            node.input[0], node.output[0] = scaled[id(node)].output[0] + ".float", out + ".unscaled"
+            nodes += [node, helper.make_node("Mul", [out + ".unscaled", scale_name], [out],
+                                             name=_node_name(node) + ".scale")]
+        else:
+            nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
-    q, scale = onnxmodel.int8_rows(numpy_helper.to_array(init))
+    table = numpy_helper.to_array(init)
+    scale = onnxmodel.column_scale(np.abs(table).max(0))
     graph.initializer.remove(init)
-    graph.initializer.extend([numpy_helper.from_array(q, name), numpy_helper.from_array(scale, scale_name)])
+    graph.initializer.extend([numpy_helper.from_array(onnxmodel.int8_columns(table, scale), name),
+                              numpy_helper.from_array(scale, scale_name)])
     inp.type.tensor_type.elem_type = onnx.TensorProto.INT8
-    rows = inp.type.tensor_type.shape.dim[0]
-    graph.input.append(helper.make_tensor_value_info(scale_name, onnx.TensorProto.FLOAT, [None, 1]))
-    graph.input[-1].type.tensor_type.shape.dim[0].CopyFrom(rows)
+    graph.input.append(helper.make_tensor_value_info(scale_name, onnx.TensorProto.FLOAT, [table.shape[1]]))
     onnx.save(proto, str(path))
     return True
+
+
+def _column_sum(graph: Any, gather: Any) -> Any:
+    """The ReduceSum that alone reads `gather`'s rows over axes other than the last (the columns), else None."""
+    from onnx import numpy_helper
+
+    out = gather.output[0]
+    readers = [n for n in graph.node if out in n.input]
+    if len(readers) != 1 or readers[0].op_type != "ReduceSum" or len(readers[0].input) < 2 \
+            or out in {o.name for o in graph.output}:
+        return None
+    axes = next((numpy_helper.to_array(t) for t in graph.initializer if t.name == readers[0].input[1]), None)
+    rank = _rank(graph, gather.input[1])
+    if axes is None or rank is None or not len(axes):  # unknown, or "no axes": all of them
+        return None
+    return readers[0] if all(a % (rank + 1) != rank for a in axes.tolist()) else None
+
+
+def _rank(graph: Any, name: str) -> int | None:
+    """A tensor's rank from the graph's inputs and value_info (shape inference), None when not recorded."""
+    info = next((v for v in [*graph.input, *graph.value_info, *graph.output] if v.name == name), None)
+    if info is None or not info.type.tensor_type.HasField("shape"):
+        return None
+    return len(info.type.tensor_type.shape.dim)
 
 
 def _qtype(name: str):

@@ -139,7 +139,7 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, table_
     int8 zero point per output channel; the Conv and Gemm biases become int32 with a scale and an int32 zero
     point per channel; everything else stays fp32 except the two tables Gathers read (quantize.table_rows: the
     n-gram table as int8 or int4 values with an fp32 scale per row; quantize.
-    glyph_table: the glyph table as int8 values with an fp32 scale per span-major row); Q/DQ nodes are in the
+    glyph_table: the glyph table as int8 values with an fp32 scale per column); Q/DQ nodes are in the
     graph term.
     """
     from ..deploy.onnxmodel import INPUT_DOC
@@ -155,9 +155,9 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, table_
         saved = rows * (4 * enc.ngram_dim - enc.ngram_dim // 2 - 4)
     else:  # int8 (the int4 fallback too): 4 bytes a value -> 1, plus a 4-byte scale per row
         saved = rows * (3 * enc.ngram_dim - 4)
-    if glyph_table == "int8":  # the span-major table [S * (G + 1), W / S]: 4 bytes a value -> 1, a scale a row
+    if glyph_table == "int8":  # the span-major table [S * (G + 1), W / S]: 4 bytes a value -> 1, a scale a column
         span_width = enc.mixer_hidden if enc.deploy_form == "ngram" else enc.dim
-        saved += 3 * (glyphs + 1) * fold_width(enc) - 4 * (glyphs + 1) * (fold_width(enc) // span_width)
+        saved += 3 * (glyphs + 1) * fold_width(enc) - 4 * span_width
     return {"fp32": 4 * floats + keys + meta + onnx_graph_bytes(enc, "fp32"),
             "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + keys + meta + onnx_graph_bytes(enc, "int8")
             - saved,
