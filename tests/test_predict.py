@@ -348,6 +348,35 @@ def test_the_int8_glyph_table_grows_in_place_as_one_fold_would(tiny_run):
     assert len(at_once.atlas) == len(p.atlas) and p.folded > at_once.exported + 1
 
 
+def test_predict_keys_new_glyphs_with_the_files_weights_not_numpy_random(tiny_run, tmp_path):
+    """The file carries the glyph keys' weights (start-up work done at export): a predict command that folds a
+    character the atlas lacks never imports numpy.random (7 MiB of its peak memory with OpenSSL's libcrypto),
+    and its keys are the ones key_weights draws; a file without them falls back to drawing them."""
+    from pixelpipe.data.glyphkeys import cell_keys, key_weights
+
+    model = tiny_run / "models/student.int8.onnx"
+    fold = onnxmodel.read_metadata(onnxmodel.open_session(model))["fold"]
+    p = Predictor(model)
+    np.testing.assert_array_equal(p.key_weights, key_weights(p.fold.matrix.shape[0], p.orders))
+    p.predict([f"{du.UNSEEN} und mehr"])
+    cells = p.atlas.cells_from(0)
+    np.testing.assert_array_equal(p.keys[1 : len(cells) + 1], cell_keys(cells, p.orders))
+    with pytest.raises(ValueError, match="key weights"):
+        cell_keys(cells, p.orders, p.key_weights[:, 1:])
+    code = ("import sys; from pixelpipe.deploy.predictor import Predictor; "
+            f"Predictor(sys.argv[1]).predict([{du.UNSEEN + ' x'!r}]); print('numpy.random' in sys.modules, "
+            "'_hashlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"] and "key_weights" in fold
+    earlier = onnx.load(str(model))  # an earlier version's file: no weights in its fold entry
+    entry = next(e for e in earlier.metadata_props if e.key == onnxmodel.META_FOLD)
+    entry.value = json.dumps({k: v for k, v in fold.items() if k != "key_weights"})
+    onnx.save(earlier, str(tmp_path / "earlier.onnx"))
+    q = Predictor(tmp_path / "earlier.onnx")
+    q.predict([f"{du.UNSEEN} und mehr"])
+    assert q.key_weights is None and np.array_equal(q.keys, p.keys)
+
+
 def test_an_int8_file_with_a_scale_per_glyph_row_is_refused(tiny_run, tmp_path):
     """An int8 file of an earlier version (the glyph table's scale per row, [rows, 1]) would be folded wrongly:
     predict says to quantize it again instead."""

@@ -10,10 +10,8 @@ file damaged after it was written is never used.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,7 +26,7 @@ class IntegrityError(ValueError):
 def _create_temp(path: Path, suffix: str) -> Path:
     """A new empty file beside `path`, created with the usual umask-based mode (mkstemp's would be 0600)."""
     while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp{suffix}"
+        tmp = path.parent / f".{path.name}.{os.urandom(4).hex()}.tmp{suffix}"
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             return tmp
@@ -98,7 +96,22 @@ def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
         np.save(tmp, array, allow_pickle=False)
 
 
+def sha256(data: bytes = b"") -> Any:
+    """A SHA-256 hash object, CPython's own where it has one: importing hashlib (or secrets, hmac) maps OpenSSL's
+    libcrypto, 3.4 MiB of a predict command's peak memory, which needs a hash only for the atlas's checksum."""
+    try:
+        from _sha2 import sha256 as new  # CPython 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256 as new  # CPython 3.11
+        except ImportError:
+            from hashlib import sha256 as new
+    return new(data)
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    import hashlib  # OpenSSL's: faster on the shards than CPython's own (sha256 above)
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import re
 import unicodedata
 import zlib
@@ -51,6 +50,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core import io
 from .fonts import CodepointSet, load_face
 
 ATLAS_FORMAT = "pixelpipe.atlas/1"
@@ -488,6 +488,6 @@ class GlyphAtlas:
 
 
 def atlas_digest(names: Sequence[str], cells: np.ndarray) -> str:
-    h = hashlib.sha256("\x00".join(names).encode("utf-8"))
+    h = io.sha256("\x00".join(names).encode("utf-8"))
     h.update(np.ascontiguousarray(cells, np.uint8).tobytes())
     return h.hexdigest()

@@ -39,14 +39,17 @@ def order_salts(orders: int) -> np.ndarray:
     return np.random.default_rng([_SEED, 1]).integers(0, KEY_MOD, size=MAX_ORDER, dtype=np.int64)[:orders]
 
 
-def cell_keys(cells: np.ndarray, orders: int) -> np.ndarray:
-    """int64 [G, orders] keys of uint8 cells [G, ch, cw]: (pixels . weights[i]) mod 2^31 for each position i.
+def cell_keys(cells: np.ndarray, orders: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """int64 [G, orders] keys of uint8 cells [G, ch, cw]: (pixels . weights[i]) mod 2^31 for each position i
+    (`weights`: key_weights of the cells' pixels and `orders`, as a model file carries them).
 
     Exact in int64 (255 * 2^31 * pixels < 2^63 for cells up to 2^23 pixels); a blank cell's keys are 0."""
     if not 1 <= orders <= MAX_ORDER:
         raise ValueError(f"n-gram orders must be 1..{MAX_ORDER}, got {orders}")
     cells = np.asarray(cells, np.uint8).reshape(len(cells), -1)
-    weights = key_weights(cells.shape[1], orders)
+    weights = key_weights(cells.shape[1], orders) if weights is None else weights
+    if weights.shape != (orders, cells.shape[1]):
+        raise ValueError(f"key weights {weights.shape} do not fit {orders} orders of {cells.shape[1]}-pixel cells")
     out = np.empty((len(cells), orders), np.int64)
     for start in range(0, len(cells), 1024):  # int64 temporaries of 1,024 cells, not of a whole atlas
         flat = cells[start : start + 1024].astype(np.int64)

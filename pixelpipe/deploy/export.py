@@ -150,9 +150,8 @@ def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: st
     input_default(proto, onnxmodel.TABLE_NAME, table)
     if keys is not None:
         input_default(proto, onnxmodel.KEYS_NAME, keys)
-    onnxmodel.set_metadata(proto, onnxmodel.metadata_entries(config, {
-        "form": model.cfg.deploy_form, "spans": spans, "matrix": onnxmodel.encode_array(fold.matrix),
-        "offset": onnxmodel.encode_array(fold.offset)}))
+    onnxmodel.set_metadata(proto, onnxmodel.metadata_entries(config, onnxmodel.fold_metadata(
+        model.cfg.deploy_form, spans, fold.matrix, fold.offset, model.cfg.ngram_orders)))
     proto.doc_string = "pixelpipe student (folded); inputs " + onnxmodel.INPUT_DOC
     onnx.checker.check_model(proto, full_check=True)
     got = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))

@@ -82,6 +82,18 @@ def int8_columns(rows: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return np.clip(np.round(rows / scale), -127, 127).astype(np.int8)
 
 
+def fold_metadata(form: str, spans: int, matrix: np.ndarray, offset: np.ndarray, orders: int) -> dict[str, Any]:
+    """The metadata's fold entry: the deploy form, the spans, the fold map (`encode_array`) and, with n-gram tables,
+    the glyph keys' weights [orders, pixels]: predict keys the characters it draws with them instead of drawing them
+    again from numpy.random, whose import (with OpenSSL's, through secrets) is 7 MiB of its peak memory."""
+    from ..data.glyphkeys import key_weights
+
+    fold = {"form": form, "spans": spans, "matrix": encode_array(matrix), "offset": encode_array(offset)}
+    if orders:
+        fold["key_weights"] = key_weights(matrix.shape[0], orders).tolist()
+    return fold
+
+
 def metadata_entries(student_config: dict[str, Any], fold: dict[str, Any]) -> dict[str, str]:
     """The metadata_props an exported model carries (all values are strings, as ONNX requires). `fold` holds
     the deploy form and the fold map (matrix, offset) as `encode_array` dicts."""

@@ -189,6 +189,7 @@ class Predictor:
         self.table_scale: np.ndarray | None = None  # the int8 table's column scales (glyph_table_scale)
         self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
         self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
+        self.key_weights = None if "key_weights" not in fold else np.array(fold["key_weights"], np.int64)
         self.batch_size, self.max_cells = batch_size, max_cells
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()
@@ -286,7 +287,7 @@ class Predictor:
             at = (np.arange(self.spans)[:, None] * room + ids[None, :]).ravel()  # span-major
             self.table[at] = onnxmodel.int8_columns(rows, self.table_scale) if self.int8_table else rows
             if self.orders:  # the new glyphs' keys, from their pixels (PAD row first, as exported)
-                self.keys[ids] = cell_keys(cells, self.orders)
+                self.keys[ids] = cell_keys(cells, self.orders, self.key_weights)
         self.folded = n
 
     def _file_scale(self) -> np.ndarray:

@@ -88,13 +88,18 @@ ONNX_SCALARS = 4  # float scalars the exporter adds (GELU and masking constants)
 # stems, 150-700 glyphs), stem = (fixed, per block, per block call) over 7 recursive shapes (dim 16-64, depth 1-2,
 # 2-6 block calls; depth and calls are nearly collinear, hence a negative per-block term); residuals within 0.23 %
 # of the file, fp32 and int8 (torch 2.13, onnxruntime 1.32). Rerun: python bench/onnx_size_fit.py
-ONNX_GRAPH = {"ngram": {"fp32": (13_684, 608), "int8": (16_364, 608)},
-              "stem": {"fp32": (37_253, -2_324, 5_354), "int8": (80_038, -4_338, 9_223)}}
+ONNX_GRAPH = {"ngram": {"fp32": (13_684, 608), "int8": (16_323, 608)},
+              "stem": {"fp32": (37_253, -2_324, 5_354), "int8": (79_996, -4_338, 9_223)}}
 
 
 def _pb_bytes(n: int) -> int:
     """Bytes of a length-delimited protobuf field holding `n` bytes (tag + varint length + payload)."""
     return 1 + max(1, math.ceil(n.bit_length() / 7)) + n
+
+
+def span_width(enc: EncoderConfig) -> int:
+    """The glyph table's width: one span of a glyph's folded row."""
+    return enc.mixer_hidden if enc.deploy_form == "ngram" else enc.dim
 
 
 def fold_width(enc: EncoderConfig) -> int:
@@ -156,8 +161,7 @@ def onnx_bytes(enc: EncoderConfig, metadata: dict[str, str], glyphs: int, table_
     else:  # int8 (the int4 fallback too): 4 bytes a value -> 1, plus a 4-byte scale per row
         saved = rows * (3 * enc.ngram_dim - 4)
     if glyph_table == "int8":  # the span-major table [S * (G + 1), W / S]: 4 bytes a value -> 1, a scale a column
-        span_width = enc.mixer_hidden if enc.deploy_form == "ngram" else enc.dim
-        saved += 3 * (glyphs + 1) * fold_width(enc) - 4 * span_width
+        saved += 3 * (glyphs + 1) * fold_width(enc) - 4 * span_width(enc)
     return {"fp32": 4 * floats + keys + meta + onnx_graph_bytes(enc, "fp32"),
             "int8": w + 5 * channels + 4 * (floats - w) + 8 * int32_bias + keys + meta + onnx_graph_bytes(enc, "int8")
             - saved,
@@ -221,11 +225,11 @@ def onnx_metadata(student: RoleSettings, render: RenderSettings, enc: EncoderCon
                   atlas: dict[str, Any], train_stats: Any) -> dict[str, str]:
     """The metadata entries the exporter stores in the student's ONNX file: the config and the fold map (a float32
     matrix [cell_height * cell_width, W] and an offset [W], base64: exact lengths from zero stand-ins)."""
-    from ..deploy.onnxmodel import encode_array, metadata_entries
+    from ..deploy.onnxmodel import fold_metadata, metadata_entries
 
     width = fold_width(enc)
-    fold = {"form": enc.deploy_form, "matrix": encode_array(np.zeros((enc.cell_height * enc.cell_width, width))),
-            "offset": encode_array(np.zeros(width))}
+    fold = fold_metadata(enc.deploy_form, width // span_width(enc), np.zeros((enc.cell_height * enc.cell_width, width)),
+                         np.zeros(width), enc.ngram_orders)
     return metadata_entries(_model_config(student, render, enc, labels, atlas, train_stats), fold)
 
 
