@@ -384,8 +384,10 @@ class GlyphAtlas:
         self.fonts, self.font_size = tuple(fonts), int(font_size)
         self.cell_height, self.cell_width = int(cell_height), int(cell_width)
         self.index: dict[str, int] = {SPACE: 0}
-        self._cells: list[np.ndarray] = [np.zeros((cell_height, cell_width), np.uint8)]
-        self._array: np.ndarray | None = None
+        # every cell in one array, rows past len(self) spare: no array object a glyph (12,000 of them with every
+        # language were 1.4 MB of predict's memory) and no restacking when the atlas grows
+        self._store = np.zeros((1 + len(cells or {}), cell_height, cell_width), np.uint8)
+        self._count = 1
         self.drawn: set[str] = set()  # clusters this process drew (not given at construction)
         self.tagged: list[tuple[str, str]] = []  # (look-alike kept plain, cluster set apart by a tag): from_clusters
         for cluster, cell in (cells or {}).items():
@@ -395,13 +397,16 @@ class GlyphAtlas:
             self._add(cluster, np.asarray(cell, np.uint8))
 
     def _add(self, cluster: str, cell: np.ndarray) -> int:
-        self._array = None  # the stacked cells are stale either way
-        if cluster in self.index:
-            self._cells[self.index[cluster]] = cell
-            return self.index[cluster]
-        self.index[cluster] = len(self._cells)
-        self._cells.append(cell)
-        return self.index[cluster]
+        i = self.index.get(cluster)
+        if i is None:
+            i = self.index[cluster] = self._count
+            if self._count == len(self._store):  # a quarter more rows (zero pages stay unmapped until written)
+                grown = np.zeros((self._count + self._count // 4 + 64, *self._store.shape[1:]), np.uint8)
+                grown[: self._count] = self._store
+                self._store = grown
+            self._count += 1
+        self._store[i] = cell
+        return i
 
     def lookup(self, cluster: str) -> int:
         """The cell index of `cluster`, drawing it if this atlas has not seen it yet."""
@@ -420,20 +425,17 @@ class GlyphAtlas:
 
     @property
     def cells(self) -> np.ndarray:
-        """All cells as one uint8 [G, cell_height, cell_width] array, in index order."""
-        if self._array is None or len(self._array) != len(self._cells):
-            self._array = np.stack(self._cells)
-        return self._array
+        """All cells as one uint8 [G, cell_height, cell_width] array, in index order: a view of the atlas's own
+        (copy it to keep it past the next glyph the atlas draws)."""
+        return self._store[: self._count]
 
     def cells_from(self, start: int, stop: int | None = None) -> np.ndarray:
         """The cells of glyphs `start`..`stop` - 1 (to the end) as one uint8 array: a grown atlas's new glyphs,
         or a chunk of all of them, without restacking all."""
-        if self._array is not None and len(self._array) == len(self._cells):
-            return self._array[start:stop]
-        return np.stack(self._cells[start:stop])  # start < stop: a grown atlas has new glyphs
+        return self._store[start : self._count if stop is None else min(stop, self._count)]
 
     def __len__(self) -> int:
-        return len(self._cells)
+        return self._count
 
     # ---- serialization (model config, ONNX metadata, cache manifest) ----------------------------
     @classmethod
@@ -447,9 +449,7 @@ class GlyphAtlas:
             if atlas.lookup(cluster) != len(atlas) - 1:
                 raise ValueError(f"charset lists {cluster!r} twice")
         atlas.drawn.clear()  # drawn from the charset: none of them is unseen
-        cells = atlas.cells.copy()
-        atlas.tagged = set_apart(clusters, cells)
-        atlas._cells, atlas._array = list(cells), cells
+        atlas.tagged = set_apart(clusters, atlas.cells)  # edits the atlas's own cells
         return atlas
 
     @property

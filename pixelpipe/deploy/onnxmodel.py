@@ -35,6 +35,7 @@ META_FORMAT = "pixelpipe.format"
 META_CONFIG = "pixelpipe.config"
 META_INPUT = "pixelpipe.input"
 META_FOLD = "pixelpipe.fold"
+META_FONTS = "pixelpipe.fonts"  # the TrueType faces' coverage (data/fonts.coverage), read by predict without fontTools
 INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
 TABLE_SCALE_NAME = "glyph_table_scale"  # an int8 glyph table's column scales (quantize.glyph_table: int8)
@@ -97,8 +98,10 @@ def fold_metadata(form: str, spans: int, matrix: np.ndarray, offset: np.ndarray,
 def metadata_entries(student_config: dict[str, Any], fold: dict[str, Any]) -> dict[str, str]:
     """The metadata_props an exported model carries (all values are strings, as ONNX requires). `fold` holds
     the deploy form and the fold map (matrix, offset) as `encode_array` dicts."""
+    from ..data.fonts import coverage
+
     return {META_FORMAT: FORMAT, META_CONFIG: json.dumps(student_config, sort_keys=True), META_INPUT: INPUT_DOC,
-            META_FOLD: json.dumps(fold)}
+            META_FOLD: json.dumps(fold), META_FONTS: json.dumps(coverage(student_config["render"]["fonts"]))}
 
 
 def set_metadata(model: Any, entries: dict[str, str]) -> None:
@@ -185,7 +188,7 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
     if not isinstance(labels, list) or not labels or (isinstance(classes, int) and len(labels) != classes):
         raise ModelFileError(f"{where}: metadata has {len(labels) if isinstance(labels, list) else 'no'} labels but the "
                              f"model outputs {classes} logits")
-    return {"config": config, "fold": fold}
+    return {"config": config, "fold": fold, "fonts": json.loads(props.get(META_FONTS, "{}"))}
 
 
 def deployed_batch(glyphs: np.ndarray, lengths: np.ndarray, lines: int, line_chars: int) -> dict[str, np.ndarray]:

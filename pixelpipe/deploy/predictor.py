@@ -34,6 +34,7 @@ from ..core.longtext import MAX_WINDOWS, whole_text_logits
 from ..data import languages as registry
 from ..data.atlas import control_characters, drop_undrawable, undrawable
 from ..data.glyphkeys import cell_keys
+from ..data.fonts import carry_coverage
 from ..data.scripts import ScriptGate, written_scripts
 from . import onnxmodel
 from ..core.reliability import LengthTemperatures
@@ -161,6 +162,7 @@ class Predictor:
         self.session = onnxmodel.open_session(model_path, threads, arena=False)  # bounded memory, same speed
         meta = onnxmodel.read_metadata(self.session)
         self.config, fold = meta["config"], meta["fold"]
+        carry_coverage(meta["fonts"])  # what each face draws, without parsing the fonts (an earlier file: parsed)
         self.labels: list[str] = list(self.config["labels"])
         try:
             self.settings = RenderSettings.from_section(self.config["render"])
