@@ -31,6 +31,42 @@ def test_fonts_are_only_the_bundled_faces():
             load_face(name)
 
 
+def test_a_faces_carried_coverage_is_its_cmap_while_the_file_is_the_same(monkeypatch):
+    """A model file carries its TrueType faces' coverage (fonts.coverage): taken back (carry_coverage), a face
+    knows the same code points without fontTools; a face whose installed file differs in size is parsed."""
+    from pixelpipe.data import fonts
+
+    parsed = {name: load_face(name).codepoints.array() for name in FONTS}
+    carried = fonts.coverage([*FONTS, "Unifont"])
+    assert set(carried) == set(FONTS)  # the bitmap font is shipped, not carried
+    monkeypatch.setattr(fonts, "_CARRIED", {})
+    fonts.carry_coverage({**carried, "DejaVuSerif": {**carried["DejaVuSerif"], "bytes": 1}})
+    import fontTools.ttLib
+
+    opened, original = [], fontTools.ttLib.TTFont
+    monkeypatch.setattr(fontTools.ttLib, "TTFont", lambda path, **kw: opened.append(path.stem) or original(path, **kw))
+    for name in FONTS:
+        face = fonts.FontFace(name)
+        np.testing.assert_array_equal(face.codepoints.array(), parsed[name])
+    assert opened == ["DejaVuSerif"]
+
+
+def test_atlas_cells_grow_in_one_array_and_keep_their_ids():
+    """The atlas keeps its cells in one array with spare rows: drawing more glyphs than it has room for keeps
+    every earlier cell and id; a cluster given again overwrites its own cell."""
+    r = Renderer(settings())
+    r.layout(["ab"])
+    atlas = r.atlas
+    first = atlas.cells.copy()
+    many = "".join(map(chr, range(0x410, 0x450)))  # 64 Cyrillic letters: past the first spare rows
+    r.layout([many[i : i + 12] for i in range(0, 64, 12)])  # a line holds 12
+    assert len(atlas) == len(first) + 64 and (atlas.cells[: len(first)] == first).all()
+    np.testing.assert_array_equal(atlas.cells_from(len(first), len(first) + 2),
+                                  [draw_cluster(c, FONTS, 12, 16, 8) for c in many[:2]])
+    assert atlas.add_cell("a", np.full((16, 8), 7, np.uint8)) == atlas.index["a"]
+    assert (atlas.cells[atlas.index["a"]] == 7).all() and len(atlas) == len(first) + 64
+
+
 def test_unifont_bitmaps_are_the_hex_files_lines():
     """The compact bitmap store gives each code point the bits of its own .hex line (8- and 16-pixel-wide glyphs),
     and its code point set answers `in`, `len`, iteration and a frozenset union as the TrueType faces' sets do."""
