@@ -1029,3 +1029,14 @@ def test_script_gate_classifies_a_glyph_when_a_text_first_holds_it():
     gate.update(clusters + ["\u00df"])
     assert len(gate.done) == 6 and not gate.done[5]
     assert gate.reasons(np.array([[5]]), np.array([1])) == [None] and gate.done[5]
+
+
+def test_the_command_reads_a_chunk_of_lines_or_of_characters():
+    """predict classifies CHUNK lines at a time, fewer where they reach CHUNK_CHARS characters (the layout's
+    temporaries grow with the characters, not the lines); an undecodable line counts as empty; nothing is lost."""
+    from pixelpipe.predict import chunks
+
+    items = [("x" * n, f"line {i}") if n >= 0 else (None, f"line {i}") for i, n in enumerate([3, 4, -1, 5, 1, 9])]
+    got = list(chunks(iter(items), 3, chars=7))
+    assert [[w for _, w in c] for c in got] == [["line 0", "line 1"], ["line 2", "line 3", "line 4"], ["line 5"]]
+    assert [len(c) for c in chunks(iter(items), 4, chars=100)] == [4, 2]

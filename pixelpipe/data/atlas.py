@@ -454,8 +454,9 @@ class GlyphAtlas:
 
     @property
     def clusters(self) -> list[str]:
-        """Clusters in glyph-id order."""
-        return sorted(self.index, key=self.index.__getitem__)
+        """Clusters in glyph-id order: the index's own order, since a cluster gets the next id when it is first added
+        and keeps it (predict asks once a chunk of texts: no sort of every cluster)."""
+        return list(self.index)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe atlas: cluster list in glyph-id order (space first) plus the zlib-compressed, base64 cells.

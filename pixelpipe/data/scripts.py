@@ -109,7 +109,7 @@ class ScriptGate:
         if grow > 0:
             self.done, self.letter, self.known_letter = (np.concatenate([a, np.zeros(grow, bool)])
                                                          for a in (self.done, self.letter, self.known_letter))
-        self.clusters = list(clusters)
+        self.clusters = clusters
 
     def _classify(self, ids: np.ndarray) -> None:
         """Classify the glyphs among `ids` not classified yet."""
