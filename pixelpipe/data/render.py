@@ -127,7 +127,8 @@ class Renderer:
         cells[single] = self._codepoint_cells(codepoints[begins[single]])
         several = np.flatnonzero(keep & (sizes > 1))
         if len(several):
-            cells[several] = [self.atlas.lookup(text[a : a + k])
+            known, lookup = self.atlas.index.get, self.atlas.lookup  # a known cluster without a method call
+            cells[several] = [i if (i := known(c := text[a : a + k])) is not None else lookup(c)
                               for a, k in zip(begins[several].tolist(), sizes[several].tolist())]
         out[row[keep], pos[keep]] = cells[keep]
         return out, full
