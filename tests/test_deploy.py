@@ -327,6 +327,14 @@ def test_int8_glyph_table_scales_after_the_sum_over_spans(tmp_path):
     assert np.all(np.abs(summed - table[ids].sum(1)) <= 4 * step / 2 + 1e-5)
     np.testing.assert_allclose(row_sums, rows.sum(-1), rtol=1e-6)
     assert not int8_glyph_table(path)  # no fp32 glyph table left
+    columns = helper.make_graph(  # gathered along the columns: a scale per column cannot serve
+        [helper.make_node("Gather", [name, "ids"], ["cols"], axis=1)], "c",
+        [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [2]),
+         helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [None, 3])],
+        [helper.make_tensor_value_info("cols", onnx.TensorProto.FLOAT, [20, 2])], [numpy_helper.from_array(table, name)])
+    onnx.save(helper.make_model(columns, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    with pytest.raises(ValueError, match="along its columns"):
+        int8_glyph_table(path)
 
 
 def _mean_graph(path: Path, table: np.ndarray, also_read: bool = False) -> None:

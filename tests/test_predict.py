@@ -376,6 +376,10 @@ def test_predict_keys_new_glyphs_with_the_files_weights_not_numpy_random(tiny_ru
     q = Predictor(tmp_path / "earlier.onnx")
     q.predict([f"{du.UNSEEN} und mehr"])
     assert q.key_weights is None and np.array_equal(q.keys, p.keys)
+    entry.value = json.dumps({**fold, "key_weights": fold["key_weights"][:-1]})  # weights of another shape
+    onnx.save(earlier, str(tmp_path / "broken.onnx"))
+    with pytest.raises(onnxmodel.ModelFileError, match="key weights"):
+        Predictor(tmp_path / "broken.onnx")
 
 
 def test_an_int8_file_with_a_scale_per_glyph_row_is_refused(tiny_run, tmp_path):
@@ -388,7 +392,7 @@ def test_an_int8_file_with_a_scale_per_glyph_row_is_refused(tiny_run, tmp_path):
     inp = next(i for i in model.graph.input if i.name == onnxmodel.TABLE_SCALE_NAME)
     inp.CopyFrom(onnx.helper.make_tensor_value_info(scale.name, onnx.TensorProto.FLOAT, [table.dims[0], 1]))
     onnx.save(model, str(tmp_path / "old.int8.onnx"))
-    with pytest.raises(onnxmodel.ModelFileError, match="scale per row .* quantize it again"):
+    with pytest.raises(onnxmodel.ModelFileError, match="no scale per column .* quantize it again"):
         Predictor(tmp_path / "old.int8.onnx")
 
 

@@ -33,14 +33,16 @@ def test_fonts_are_only_the_bundled_faces():
 
 def test_a_faces_carried_coverage_is_its_cmap_while_the_file_is_the_same(monkeypatch):
     """A model file carries its TrueType faces' coverage (fonts.coverage): taken back (carry_coverage), a face
-    knows the same code points without fontTools; a face whose installed file differs in size is parsed."""
+    knows the same code points without fontTools; a face whose installed file differs (size or SHA-256) is parsed;
+    ranges that are not code point pairs are refused."""
     from pixelpipe.data import fonts
 
     parsed = {name: load_face(name).codepoints.array() for name in FONTS}
     carried = fonts.coverage([*FONTS, "Unifont"])
     assert set(carried) == set(FONTS)  # the bitmap font is shipped, not carried
     monkeypatch.setattr(fonts, "_CARRIED", {})
-    fonts.carry_coverage({**carried, "DejaVuSerif": {**carried["DejaVuSerif"], "bytes": 1}})
+    fonts.carry_coverage({**carried, "DejaVuSerif": {**carried["DejaVuSerif"], "bytes": 1},
+                          "DejaVuSansMono": {**carried["DejaVuSansMono"], "sha256": "0" * 64}})
     import fontTools.ttLib
 
     opened, original = [], fontTools.ttLib.TTFont
@@ -48,7 +50,10 @@ def test_a_faces_carried_coverage_is_its_cmap_while_the_file_is_the_same(monkeyp
     for name in FONTS:
         face = fonts.FontFace(name)
         np.testing.assert_array_equal(face.codepoints.array(), parsed[name])
-    assert opened == ["DejaVuSerif"]
+    assert opened == ["DejaVuSerif", "DejaVuSansMono"]
+    for bad in ([5, 3], [1, 2, 3], [0, 0x110000], [-1, 4]):  # reversed, unpaired, past Unicode
+        with pytest.raises(ValueError, match="font coverage"):
+            fonts.carry_coverage({"DejaVuSans": {**carried["DejaVuSans"], "ranges": bad}})
 
 
 def test_atlas_cells_grow_in_one_array_and_keep_their_ids():

@@ -6,7 +6,8 @@ install command or shipped in this package, so every machine draws alike:
 
 - matplotlib's bundled TrueType faces (DejaVu, STIX, Computer Modern), drawn
   with Pillow; their coverage comes from each font's cmap (fontTools, which
-  matplotlib already depends on);
+  matplotlib already depends on), or from a model file that carries it for the
+  same font file (`coverage`, `carry_coverage`: predict then needs no fontTools);
 - `Unifont`: GNU Unifont 15.0.01's glyph bitmaps for every visible code point
   of the Basic Multilingual Plane (57,086 glyphs, 8x16 or 16x16 pixels: the
   atlas's own cell grid), shipped in pixelpipe/data/fonts/ as the xz-compressed
@@ -58,8 +59,8 @@ class FontFace:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = font_dir() / f"{name}.ttf"
-        size, known = _CARRIED.get(name, (None, None))
-        if known is not None and size == self.path.stat().st_size:
+        size, digest, known = _CARRIED.get(name, (None, None, None))
+        if known is not None and size == self.path.stat().st_size and digest == _digest(self.path):
             self.codepoints = known
             return
         from fontTools.ttLib import TTFont
@@ -69,13 +70,21 @@ class FontFace:
         font.close()
 
 
-# name -> (the font file's size, its code points) as a model file carries them (`carry_coverage`)
-_CARRIED: dict[str, tuple[int, "CodepointSet"]] = {}
+# name -> (the font file's size, its SHA-256, its code points) as a model file carries them (`carry_coverage`)
+_CARRIED: dict[str, tuple[int, str, "CodepointSet"]] = {}
+
+
+def _digest(path: Path) -> str:
+    """The font file's SHA-256 (CPython's own: 3 ms for DejaVuSans, only when a character is drawn)."""
+    from ..core import io
+
+    return io.sha256(path.read_bytes()).hexdigest()
 
 
 def coverage(names: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The TrueType faces among `names` as a model file's metadata carries them: {name: {"bytes": the font file's
-    size, "ranges": [first, last, first, last, ...] of the code points its cmap maps}}. Written at export, so a
+    size, "sha256": its digest, "ranges": [first, last, first, last, ...] of the code points its cmap maps}}.
+    Written at export, so a
     predict command knows what each face draws without parsing its cmap with fontTools (1.4 MiB to import, 4 MiB
     of its peak memory with the parse, for the three DejaVu faces)."""
     out = {}
@@ -85,17 +94,24 @@ def coverage(names: Sequence[str]) -> dict[str, dict[str, Any]]:
             cps = face.codepoints.array()
             breaks = np.flatnonzero(np.diff(cps) != 1)
             ends = np.stack([cps[np.r_[0, breaks + 1]], cps[np.r_[breaks, len(cps) - 1]]], 1) if len(cps) else cps
-            out[name] = {"bytes": face.path.stat().st_size, "ranges": ends.ravel().tolist()}
+            out[name] = {"bytes": face.path.stat().st_size, "sha256": _digest(face.path),
+                         "ranges": ends.ravel().tolist()}
     return out
 
 
 def carry_coverage(entries: dict[str, dict[str, Any]]) -> None:
     """Take a model file's `coverage` for the faces not parsed yet: used for a face only while the installed file
-    has the size the model's was (another version of a font is parsed, as before)."""
+    is the one the model's was (size and SHA-256; another version of a font is parsed, as before). ValueError for
+    an entry that is not such coverage."""
     for name, entry in entries.items():
-        ranges = np.asarray(entry["ranges"], np.int64).reshape(-1, 2)
+        ranges = np.asarray(entry["ranges"], np.int64)
+        if ranges.ndim != 1 or len(ranges) % 2:
+            raise ValueError(f"font coverage of {name!r}: ranges must be first, last pairs")
+        ranges = ranges.reshape(-1, 2)
+        if ((ranges < 0) | (ranges > 0x10FFFF)).any() or (ranges[:, 0] > ranges[:, 1]).any():
+            raise ValueError(f"font coverage of {name!r}: ranges outside the code points 0..0x10FFFF or reversed")
         cps = np.concatenate([np.arange(a, b + 1) for a, b in ranges]) if len(ranges) else np.zeros(0, np.int64)
-        _CARRIED[name] = (int(entry["bytes"]), CodepointSet(cps))
+        _CARRIED[name] = (int(entry["bytes"]), str(entry["sha256"]), CodepointSet(cps))
 
 
 class CodepointSet:

@@ -169,8 +169,8 @@ def open_session(path: str | os.PathLike, threads: int | None = None, arena: boo
 
 
 def read_metadata(session_or_path: Any) -> dict[str, Any]:
-    """{'config': student config dict, 'fold': {'form', 'matrix', 'offset'}} from a session or file;
-    ModelFileError names what is wrong."""
+    """{'config': student config dict, 'fold': {'form', 'spans', 'matrix', 'offset', 'key_weights'}, 'fonts': the
+    TrueType faces' coverage ({} in an earlier file)} from a session or file; ModelFileError names what is wrong."""
     session = open_session(session_or_path) if isinstance(session_or_path, (str, os.PathLike)) else session_or_path
     props = session.get_modelmeta().custom_metadata_map
     where = getattr(session, "_model_path", None) or "the model"
@@ -179,6 +179,7 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
                              "export it with `snakemake export_onnx` / pixelpipe.deploy.export")
     try:
         config, fold = json.loads(props[META_CONFIG]), json.loads(props[META_FOLD])
+        fonts = json.loads(props.get(META_FONTS, "{}"))
     except json.JSONDecodeError as e:
         raise ModelFileError(f"{where}: pixelpipe metadata is not valid JSON ({e})") from None
     for key in ("labels", "render", "atlas", "encoder"):
@@ -188,7 +189,7 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
     if not isinstance(labels, list) or not labels or (isinstance(classes, int) and len(labels) != classes):
         raise ModelFileError(f"{where}: metadata has {len(labels) if isinstance(labels, list) else 'no'} labels but the "
                              f"model outputs {classes} logits")
-    return {"config": config, "fold": fold, "fonts": json.loads(props.get(META_FONTS, "{}"))}
+    return {"config": config, "fold": fold, "fonts": fonts}
 
 
 def deployed_batch(glyphs: np.ndarray, lengths: np.ndarray, lines: int, line_chars: int) -> dict[str, np.ndarray]:

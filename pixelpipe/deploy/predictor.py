@@ -129,6 +129,17 @@ def table_width(session) -> int | str | None:
     return None if table is None else table.shape[1]
 
 
+def file_key_weights(fold: dict[str, Any], orders: int, pixels: int) -> np.ndarray | None:
+    """The glyph keys' weights a file carries (None: an earlier file's, drawn again by cell_keys); ValueError unless
+    they are [orders, pixels]."""
+    if "key_weights" not in fold:
+        return None
+    weights = np.array(fold["key_weights"], np.int64)
+    if weights.shape != (orders, pixels):
+        raise ValueError(f"key weights {weights.shape} do not fit {orders} orders of {pixels}-pixel cells")
+    return weights
+
+
 def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) -> None:
     """ValueError unless the fold map turns a cell's pixels into rows the model's table takes (`spans` spans of
     the table's width): checked at load, not at the first character the atlas lacks."""
@@ -162,10 +173,12 @@ class Predictor:
         self.session = onnxmodel.open_session(model_path, threads, arena=False)  # bounded memory, same speed
         meta = onnxmodel.read_metadata(self.session)
         self.config, fold = meta["config"], meta["fold"]
-        carry_coverage(meta["fonts"])  # what each face draws, without parsing the fonts (an earlier file: parsed)
         self.labels: list[str] = list(self.config["labels"])
+        self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
         try:
+            carry_coverage(meta["fonts"])  # what each face draws, without parsing the fonts (an earlier file: parsed)
             self.settings = RenderSettings.from_section(self.config["render"])
+            self.key_weights = file_key_weights(fold, self.orders, self.settings.cell_height * self.settings.cell_width)
             self.atlas = GlyphAtlas.from_dict(self.config["atlas"], self.settings.fonts, self.settings.font_size)
             self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
             self.spans = int(fold["spans"])
@@ -185,13 +198,13 @@ class Predictor:
         self.folded = self.exported  # glyphs the table holds
         table = table_input(self.session)  # the int8 file's table: int8 rows and a scale per column
         self.int8_table = table is not None and table.type == "tensor(int8)"
-        if self.int8_table and len(table_input(self.session, onnxmodel.TABLE_SCALE_NAME).shape) != 1:
-            raise onnxmodel.ModelFileError(f"{model_path}: its int8 glyph table has a scale per row (quantized by an "
-                                           "earlier version of pixelpipe); quantize it again: snakemake quantize_onnx")
+        scale = table_input(self.session, onnxmodel.TABLE_SCALE_NAME)
+        if self.int8_table and (scale is None or len(scale.shape) != 1):
+            raise onnxmodel.ModelFileError(f"{model_path}: its int8 glyph table has no scale per column (a scale per "
+                                           "row: quantized by an earlier version of pixelpipe); quantize it again: "
+                                           "snakemake quantize_onnx")
         self.table_scale: np.ndarray | None = None  # the int8 table's column scales (glyph_table_scale)
-        self.orders = int(self.config["encoder"].get("ngram_orders", 0))  # n-gram tables: glyph keys per glyph
         self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
-        self.key_weights = None if "key_weights" not in fold else np.array(fold["key_weights"], np.int64)
         self.batch_size, self.max_cells = batch_size, max_cells
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()

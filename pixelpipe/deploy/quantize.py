@@ -329,6 +329,8 @@ def int8_glyph_table(path: str | os.PathLike) -> bool:
     if any(n.op_type != "Gather" or list(n.input).index(name) != 0 for n in users):
         raise ValueError(f"{path}: the glyph table feeds {sorted({n.op_type for n in users})}, not only Gathers "
                          "and Shape")
+    if any(next((a.i for a in n.attribute if a.name == "axis"), 0) not in (0, -2) for n in users):
+        raise ValueError(f"{path}: the glyph table is gathered along its columns: a scale per column needs rows")
     sums = {id(n): _column_sum(graph, n) for n in users}
     scaled = {id(s): g for g in users if (s := sums[id(g)]) is not None}  # ReduceSum -> the Gather it reads
     nodes = []
@@ -426,7 +428,7 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
             log("n-gram table rows: " + (", ".join(f"{k} {v}" for k, v in tables.items()) or "none (no n-gram tables)"))
         if settings.glyph_table == "int8":
             info["int8_glyph_table"] = int8_glyph_table(q_tmp)
-            log(f"glyph table as int8 rows with a scale per row: {'yes' if info['int8_glyph_table'] else 'none'}")
+            log(f"glyph table as int8 with a scale per column: {'yes' if info['int8_glyph_table'] else 'none'}")
         onnxmodel.copy_metadata(fp32_path, q_tmp)
         import onnx
 
