@@ -84,9 +84,8 @@ def _digest(path: Path) -> str:
 def coverage(names: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The TrueType faces among `names` as a model file's metadata carries them: {name: {"bytes": the font file's
     size, "sha256": its digest, "ranges": [first, last, first, last, ...] of the code points its cmap maps}}.
-    Written at export, so a
-    predict command knows what each face draws without parsing its cmap with fontTools (1.4 MiB to import, 4 MiB
-    of its peak memory with the parse, for the three DejaVu faces)."""
+    Written at export, so a predict command knows what each face draws without parsing its cmap with fontTools
+    (1.4 MiB to import, 4 MiB of its peak memory with the parse, for the three DejaVu faces)."""
     out = {}
     for name in names:
         if name not in BITMAP_FONTS:

@@ -64,14 +64,13 @@ def decode_array(d: dict[str, Any]) -> np.ndarray:
 def int8_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(int8 rows, float32 scale per row [R, 1]): symmetric, max |value| / 127; an all-zero row gets scale 1
     (the n-gram table's rows with quantize.table_rows: int8)."""
-    scale = (np.abs(rows).max(axis=1, keepdims=True) / 127).astype(np.float32)
-    scale[scale == 0] = 1.0
+    scale = column_scale(np.abs(rows).max(axis=1, keepdims=True))  # the same rule, a peak per row
     return np.round(rows / scale).astype(np.int8), scale
 
 
 def column_scale(peak: np.ndarray) -> np.ndarray:
-    """float32 scale per column of an int8 table from each column's largest |value| (`peak`): peak / 127, 1 where
-    a column is all zero. One function for the file's glyph table (quantize) and the table predict folds."""
+    """float32 scale per column of an int8 table from each column's largest |value| (`peak`, any shape): peak / 127,
+    1 where a column is all zero. One function for the file's glyph table (quantize) and the table predict folds."""
     scale = (np.asarray(peak, np.float32) / 127).astype(np.float32)
     scale[scale == 0] = 1.0
     return scale
