@@ -154,13 +154,18 @@ def _mean_reader(graph: Any, gather: Any) -> Any:
     masked mean), else None."""
     from onnx import helper
 
-    out = gather.output[0]
     axis = next((helper.get_attribute_value(a) for a in gather.attribute if a.name == "axis"), 0)
-    readers = [n for n in graph.node if out in n.input]
-    if axis == 0 and len(readers) == 1 and out not in {o.name for o in graph.output} \
-            and readers[0].op_type == "MatMul" and list(readers[0].input).index(out) == 1:
-        return readers[0]
+    out = gather.output[0]
+    reader = _sole_reader(graph, out)
+    if axis == 0 and reader is not None and reader.op_type == "MatMul" and list(reader.input).index(out) == 1:
+        return reader
     return None
+
+
+def _sole_reader(graph: Any, name: str) -> Any:
+    """The one node that reads tensor `name`, None if several do or it is also a graph output."""
+    readers = [n for n in graph.node if name in n.input]
+    return readers[0] if len(readers) == 1 and name not in {o.name for o in graph.output} else None
 
 
 def _int4_packed(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -361,16 +366,14 @@ def _column_sum(graph: Any, gather: Any) -> Any:
     """The ReduceSum that alone reads `gather`'s rows over axes other than the last (the columns), else None."""
     from onnx import numpy_helper
 
-    out = gather.output[0]
-    readers = [n for n in graph.node if out in n.input]
-    if len(readers) != 1 or readers[0].op_type != "ReduceSum" or len(readers[0].input) < 2 \
-            or out in {o.name for o in graph.output}:
+    reader = _sole_reader(graph, gather.output[0])
+    if reader is None or reader.op_type != "ReduceSum" or len(reader.input) < 2:
         return None
-    axes = next((numpy_helper.to_array(t) for t in graph.initializer if t.name == readers[0].input[1]), None)
+    axes = next((numpy_helper.to_array(t) for t in graph.initializer if t.name == reader.input[1]), None)
     rank = _rank(graph, gather.input[1])
     if axes is None or rank is None or not len(axes):  # unknown, or "no axes": all of them
         return None
-    return readers[0] if all(a % (rank + 1) != rank for a in axes.tolist()) else None
+    return reader if all(a % (rank + 1) != rank for a in axes.tolist()) else None
 
 
 def _rank(graph: Any, name: str) -> int | None:
