@@ -117,23 +117,22 @@ class Deployed:
                                      trained_glyphs=[i for i, c in enumerate(self.charset) if c != UNTRAINED])
         self.path = export(self.model, self.config, path)
 
-    def window_reference(self, text: str, starts: Sequence[int]) -> np.ndarray:
-        """The torch model's mean logits [classes] over windows of `cells` glyphs of `text` starting at `starts`
-        (its glyph ids laid out whole, sliced by hand): what reading a long text in windows must give."""
-        capacity = 8 * self.settings.cells
-        ids, full = Renderer(self.settings, self.atlas).layout([text], capacity)
-        return self._windows_logits(ids[0], min(int(full[0]), capacity), starts)
+    def window_reference(self, text: str, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The torch model's mean logits [classes] over the windows [start, stop) of `text` (its glyph ids laid
+        out whole, sliced by hand): what reading a long text in windows must give."""
+        ids, _ = Renderer(self.settings, self.atlas).layout([text], 8 * self.settings.cells)
+        return self._windows_logits(ids[0], spans)
 
-    def _windows_logits(self, row: np.ndarray, n: int, starts: Sequence[int]) -> np.ndarray:
+    def _windows_logits(self, row: np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         cells = self.settings.cells
-        windows = [np.pad(row[a : a + cells], (0, max(0, a + cells - len(row)))) for a in starts]
-        return torch_logits(self.model, np.stack(windows), np.array([min(cells, n - a) for a in starts])).mean(0)
+        windows = [np.pad(row[a:b], (0, cells - (b - a))) for a, b in spans]
+        return torch_logits(self.model, np.stack(windows), np.array([b - a for a, b in spans])).mean(0)
 
     def reference(self, texts: Sequence[str]) -> np.ndarray:
         """The torch model's logits for `texts` on its glyph path, its atlas extended by the cells of the clusters
         the texts hold and the atlas lacks (drawn by the same renderer): a model whose atlas contained them. A text
         longer than the layout is read as the deployed model documents: k = ceil(n / cells) windows (n up to 8
-        layouts), the i-th starting at round(i (n - cells) / (k - 1)), their logits averaged."""
+        layouts), the i-th covering [i n // k, (i + 1) n // k), their logits averaged."""
         atlas, cells = real_atlas(self.charset), self.settings.cells
         ids, full = Renderer(self.settings, atlas).layout(list(texts), capacity=8 * cells)
         self.model.set_atlas(torch.from_numpy(atlas.cells.copy()))
@@ -141,8 +140,7 @@ class Deployed:
             out = []
             for row, n in zip(ids, np.minimum(full, 8 * cells).tolist()):
                 k = max(1, -(-n // cells))
-                out.append(self._windows_logits(row, n, [round(i * (n - cells) / (k - 1)) for i in range(k)]
-                                                 if k > 1 else [0]))
+                out.append(self._windows_logits(row, [(i * n // k, (i + 1) * n // k) for i in range(k)]))
             return np.stack(out)
         finally:
             self.model.set_atlas(torch.from_numpy(self.atlas.cells.copy()))

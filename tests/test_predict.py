@@ -286,19 +286,20 @@ def test_predictor_is_the_torch_student_on_real_text(deployed_student):
 
 
 def test_long_text_is_read_in_windows(deployed_student):
-    """A text longer than the layout is read whole: its logits are the mean of the torch model's over windows of
-    the layout's size spread evenly from its start to its end (the last ending at the text's end); past 8 windows
-    the rest is cut and the text counted as truncated."""
+    """A text longer than the layout is read whole: its logits are the mean of the torch model's over k =
+    ceil(n / cells) consecutive windows of n / k characters (every character read once); past 8 windows the rest
+    is cut and the text counted as truncated."""
     d = deployed_student
     c = d.settings.cells
     texts = [_long(3 * c), _long(2 * c + 5), _long(c + 1), _long(20 * c), du.real_texts()[0]]
     p = Predictor(d.path)
     probs, errors, full = p.predict_proba(texts)
     assert errors == [None] * len(texts) and full.tolist()[:4] == [3 * c, 2 * c + 5, c + 1, 20 * c]
-    want = [d.window_reference(texts[0], [0, c, 2 * c]),
-            d.window_reference(texts[1], [0, round((c + 5) / 2), c + 5]),
-            d.window_reference(texts[2], [0, 1]),
-            d.window_reference(texts[3], [i * c for i in range(8)]),  # its first 8 c characters
+    n = 2 * c + 5
+    want = [d.window_reference(texts[0], [(0, c), (c, 2 * c), (2 * c, 3 * c)]),
+            d.window_reference(texts[1], [(0, n // 3), (n // 3, 2 * n // 3), (2 * n // 3, n)]),
+            d.window_reference(texts[2], [(0, (c + 1) // 2), ((c + 1) // 2, c + 1)]),
+            d.window_reference(texts[3], [(i * c, (i + 1) * c) for i in range(8)]),  # its first 8 c characters
             d.reference(texts[4:])[0]]
     np.testing.assert_allclose(probs, _softmax(np.stack(want)), atol=1e-5)
     fresh = Predictor(d.path)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..config.settings import CellGrid, Section
 from ..core import io
+from ..core.batching import trimmed_width
 from .atlas import GlyphAtlas, joining_table, normalize
 
 CACHE_FORMAT = "pixelpipe.cache/3"
@@ -97,9 +98,12 @@ class Renderer:
             self._by_codepoint[cp] = self.atlas.lookup(chr(cp))
         return self._by_codepoint[codepoints] if (cells < 0).any() else cells
 
-    def layout(self, texts: Sequence[str], capacity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def layout(self, texts: Sequence[str], capacity: int | None = None,
+               fit: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]; 0 = empty).
-        `capacity`: the layout's cells unless given (a long text read in windows: core/longtext.py).
+        `capacity`: the layout's cells unless given (a long text read in windows: core/longtext.py); `fit`: only
+        the columns the longest text fills (whole lines of a layout of several), up to `capacity`: a chunk of
+        short texts laid out at a long text's capacity holds no blank columns.
 
         All texts' code points are split into clusters at once (a cluster starts at every code point that is not
         a joining character, and at a text's start: `atlas.clusters`); one-character clusters (nearly all) go
@@ -108,7 +112,6 @@ class Renderer:
         one-character ones first), which decides only the ids of the glyphs drawn anew.
         """
         cap, n = capacity or self.settings.cells, len(texts)
-        out = np.zeros((n, cap), np.int32)
         normal = [normalize(t) for t in texts]
         lens = np.fromiter(map(len, normal), np.int64, n)
         text = "".join(normal)
@@ -121,6 +124,9 @@ class Renderer:
         row = rows[begins]
         full = np.bincount(row, minlength=n)
         pos = np.arange(len(begins)) - np.repeat(np.cumsum(full) - full, full)
+        s = self.settings
+        out = np.zeros((n, trimmed_width(int(full.max(initial=0)), s.line_chars, s.lines, cap) if fit else cap),
+                       np.int32)
         keep = pos < cap
         cells = np.empty(len(begins), np.int32)
         single = keep & (sizes == 1)

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.batching import length_batches
-from ..core.longtext import MAX_WINDOWS, whole_text_logits
+from ..core.longtext import MAX_WINDOWS, windowed_logits
 from ..data import languages as registry
 from ..data.atlas import control_characters, drop_undrawable, undrawable
 from ..data.glyphkeys import cell_keys
@@ -252,11 +252,11 @@ class Predictor:
         return registry.names(self.labels)
 
     # ---- glyph ids -----------------------------------------------------------------------
-    def layout(self, texts: Sequence[str], capacity: int | None = None,
-               fold: bool = True) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    def layout(self, texts: Sequence[str], capacity: int | None = None, fold: bool = True,
+               fit: bool = False) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(atlas glyph ids [N, capacity], characters per text before truncation [N], error per text or None);
-        capacity: the layout's cells unless given; `fold` False leaves the glyphs drawn for it to a later
-        `_extend_table` (one table copy for several layouts).
+        capacity: the layout's cells unless given; `fit`: only the columns the longest text fills (Renderer.layout);
+        `fold` False leaves the glyphs drawn for it to a later `_extend_table`.
 
         A text holding a control character is an error (it is not writing). Clusters no font draws are left
         out and counted; a text left with nothing is one blank cell, which the script gate calls 'no letters'."""
@@ -264,10 +264,10 @@ class Predictor:
         texts = [t if e is None else "" for t, e in zip(texts, errors)]
         blank: list[int] = []
         try:
-            ids, full = self.renderer.layout(texts, capacity)
+            ids, full = self.renderer.layout(texts, capacity, fit)
         except ValueError:  # a cluster no font draws (rare): leave it out of the texts holding one, lay out again
             texts, blank = self._drop_undrawable(texts)
-            ids, full = self.renderer.layout(texts, capacity)
+            ids, full = self.renderer.layout(texts, capacity, fit)
         if blank:
             full[blank] = 1
         errors = [e if e is not None else "empty text" if n == 0 else None for e, n in zip(errors, full.tolist())]
@@ -336,16 +336,16 @@ class Predictor:
         return grown
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
-        cells = self.settings.cells
+        """Notices of the characters read (up to the capacity): unseen glyphs, truncated, short and failed texts."""
         ok = np.array([e is None for e in errors], bool)
-        valid = np.arange(ids.shape[1])[None, :] < np.minimum(full, cells)[ok][:, None]
-        rows = np.where(valid, ids[ok], -1)  # the blank past a text's end is not a character of the text
-        used = rows[valid]
+        kept = ids if ok.all() else ids[ok]
+        valid = np.arange(ids.shape[1])[None, :] < np.minimum(full, self.capacity)[ok][:, None]
+        used = kept[valid]  # the blank past a text's end is not a character of the text
         unseen = np.unique(used[(used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]])
         if len(unseen):
             names = self.atlas.clusters
             for g in unseen:
-                self.notices.unseen[names[g]] += int((rows == g).any(1).sum())
+                self.notices.unseen[names[g]] += int(((kept == g) & valid).any(1).sum())
         self.notices.truncated += int((full[ok] > self.capacity).sum())
         self.notices.short += int((full[ok] < self.min_chars).sum())
         self.notices.errors += int((~ok).sum())
@@ -382,27 +382,22 @@ class Predictor:
     def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
         """(probabilities, errors, characters per text, why a text gets no language or None)."""
         cells = self.settings.cells
-        ids, full, errors = self.layout(texts, fold=False)
-        ok = np.array([e is None for e in errors], bool)
-        # a text longer than the layout is read whole (up to MAX_WINDOWS layouts): laid out again at that capacity
-        long = np.flatnonzero(full[ok] > cells)
-        if len(long):
-            long_ids, long_full, _ = self.layout([texts[i] for i in np.flatnonzero(ok)[long]], self.capacity, fold=False)
-        self._extend_table()  # the glyphs both layouts drew, folded at once
+        # laid out once, as wide as the longest text is read: a text longer than the layout is read whole, in
+        # windows (up to MAX_WINDOWS of them: core/longtext.py)
+        ids, full, errors = self.layout(texts, self.capacity, fit=True)
         self._count(ids, full, errors)
+        ok = np.array([e is None for e in errors], bool)
         probs = np.full((len(texts), len(self.labels)), np.nan)
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
+        kept = ids if ok.all() else ids[ok]
         lengths = np.minimum(full[ok], cells)
-        logits = self.logits(ids[ok], lengths)
-        if len(long):  # the mean logits of windows spread over the text
-            logits[long] = whole_text_logits(logits[long], long_ids, np.minimum(long_full, self.capacity), cells,
-                                             self.logits)
+        logits = windowed_logits(kept, np.minimum(full[ok], self.capacity), cells, self.logits)
         probs[ok] = self.probabilities(logits, lengths)
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
             self.gate.update(self.atlas.clusters)
-            for i, why in zip(np.flatnonzero(ok), self.gate.reasons(ids[ok], lengths)):
+            for i, why in zip(np.flatnonzero(ok), self.gate.reasons(kept[:, :cells], lengths)):
                 reasons[i] = why
         return probs, errors, full, reasons
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..core.batching import length_batches, trimmed_width
-from ..core.longtext import MAX_WINDOWS, whole_text_logits
+from ..core.longtext import MAX_WINDOWS, windowed_logits
 from ..data.atlas import GlyphAtlas
 from ..data.render import Renderer, RenderSettings
 from ..model.checkpoint import load_model
@@ -38,15 +38,10 @@ class TorchScorer:
 
     @torch.inference_mode()
     def __call__(self, texts: list[str]) -> list[str]:
-        ids, full = self.renderer.layout(texts)
         cells = self.settings.cells
-        logits = self._logits(ids, np.minimum(full, cells))
-        long = np.flatnonzero(full > cells)
-        if len(long):  # read whole in windows, as the deployed Predictor reads them (core/longtext.py)
-            capacity = cells * MAX_WINDOWS
-            long_ids, long_full = self.renderer.layout([texts[i] for i in long], capacity)
-            logits[long] = whole_text_logits(logits[long], long_ids, np.minimum(long_full, capacity), cells,
-                                             self._logits)
+        capacity = cells * MAX_WINDOWS  # a long text read whole in windows, as the deployed Predictor reads it
+        ids, full = self.renderer.layout(texts, capacity, fit=True)
+        logits = windowed_logits(ids, np.minimum(full, capacity), cells, self._logits)
         return [self.labels[p] for p in logits.argmax(1)]
 
     def _logits(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
