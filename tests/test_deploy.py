@@ -16,11 +16,11 @@ import torch
 
 from pixelpipe.deploy import benchmark, onnxmodel
 from pixelpipe.deploy.export import ParityError, check_parity, export_and_verify
-from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table
+from pixelpipe.deploy.fold import FoldedNgramStudent, FoldedStemEncoder, folded_module, key_table, span_sum_matrix
 from pixelpipe.deploy.foldmap import span_major
 from pixelpipe.deploy.foldmap import FoldMap
 from pixelpipe.deploy.quantize import (TABLE_NAME, AccuracyDropError, CacheRangeReader, QuantizeSettings, int4_rows,
-                                      int8_glyph_table, quantize_and_verify, table_rows)
+                                      SCALED_SPAN_SUM, int8_glyph_table, quantize_and_verify, table_rows)
 from pixelpipe.model.checkpoint import load_model
 from tests import _deploy_utils as du
 from tests._config_utils import section
@@ -139,6 +139,22 @@ def test_onnx_export_computes_the_torch_student(exported, core, stem, lines):
         np.testing.assert_allclose(onnxmodel.run_logits(session, one), ref[i:][:1], atol=1e-4, rtol=0)
 
 
+def test_the_exported_graph_sums_spans_in_one_product_and_buckets_ngrams_with_one_div(tmp_path):
+    """The deployed form's graph: the glyph table's spans summed by one MatMul with the span-sum matrix (no
+    ReduceSum over the spans), and the n-gram bucket (a non-negative hash floor-divided by a power of two) one Div,
+    without the exporter's sign correction (Floor, Sign, Equal, And): every batch runs these nodes."""
+    model, settings, atlas, ids, lengths = _student("none", "pair", 1, activation="relu", **du.TABLES)
+    path = du.export(model, du.student_config(model, settings, atlas), tmp_path / "student.onnx")
+    graph = onnx.load(str(path)).graph
+    ops = [n.op_type for n in graph.node]
+    assert model.ngrams is not None and not {"Floor", "Sign", "Equal", "And"} & set(ops)
+    table_gather = next(n for n in graph.node if n.op_type == "Gather" and n.input[0] == onnxmodel.TABLE_NAME)
+    flat = next(n for n in graph.node if table_gather.output[0] in n.input)
+    product = next(n for n in graph.node if flat.output[0] in n.input)
+    assert flat.op_type == "Reshape" and product.op_type == "MatMul" and product.input[1] == onnxmodel.SPAN_SUM_NAME
+    assert "ReduceSum" not in {n.op_type for n in graph.node if table_gather.output[0] in n.input}
+
+
 @pytest.mark.parametrize("core,stem,lines", QUICK_EXPORTS)
 def test_glyph_table_is_an_overridable_input(exported, core, stem, lines):
     """The exported table is the default of the `glyph_table` input and is what the metadata's fold map computes
@@ -255,9 +271,10 @@ def test_int8_is_smaller_quantized_and_within_tolerance(tiny_run):
     assert names[TABLE_NAME + ".int4"] == onnx.TensorProto.UINT8 and names[TABLE_NAME + ".scale"] == onnx.TensorProto.FLOAT
     assert names[onnxmodel.TABLE_NAME] == onnx.TensorProto.INT8
     assert names[onnxmodel.TABLE_SCALE_NAME] == onnx.TensorProto.FLOAT
-    scale_reader = next(n for n in q.graph.node if onnxmodel.TABLE_SCALE_NAME in n.input)
-    sums = [n for n in q.graph.node if scale_reader.input[0] in n.output]
-    assert scale_reader.op_type == "Mul" and [n.op_type for n in sums] == ["ReduceSum"]
+    scale_readers = [n for n in q.graph.node if onnxmodel.TABLE_SCALE_NAME in n.input]
+    assert [n.op_type for n in scale_readers] == ["Tile"]  # into the span-sum matrix, not onto gathered rows
+    product = next(n for n in q.graph.node if n.op_type == "MatMul" and SCALED_SPAN_SUM in n.input)
+    assert next(n for n in q.graph.node if product.input[0] in n.output).op_type == "Reshape"
 
 
 def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
@@ -293,10 +310,11 @@ def test_int8_table_rows_dequantize_what_a_gather_reads(tmp_path):
                                                                          "other"}
 
 
-def test_int8_glyph_table_scales_after_the_sum_over_spans(tmp_path):
-    """The glyph table as int8 with a scale per column: a Gather whose rows only a ReduceSum over other axes reads
-    is scaled after that sum; one read otherwise (a sum over the columns, or a graph output) right after its Cast.
-    Both read the table within half a step of each column's scale."""
+def test_int8_glyph_table_scales_the_span_sum_matrix(tmp_path):
+    """The glyph table as int8 with a scale per column: a Gather whose rows only the span-sum product reads
+    (Reshape -> MatMul by fold's span_sum matrix) has the scales folded into that matrix; one read otherwise (a
+    graph output, a sum over the columns) is scaled right after its Cast. Both read the table within half a step
+    of each column's scale."""
     from onnx import helper, numpy_helper
     import onnxruntime as ort
 
@@ -304,7 +322,8 @@ def test_int8_glyph_table_scales_after_the_sum_over_spans(tmp_path):
     table = np.random.default_rng(0).normal(0, [[0.1, 1.0, 3.0]], (20, 3)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("Gather", [name, "ids"], ["spans"], axis=0),
-         helper.make_node("ReduceSum", ["spans", "span_axis"], ["summed"], keepdims=0),
+         helper.make_node("Reshape", ["spans", "flat"], ["side_by_side"]),
+         helper.make_node("MatMul", ["side_by_side", onnxmodel.SPAN_SUM_NAME], ["summed"]),
          helper.make_node("Gather", [name, "ids"], ["across"], axis=0),
          helper.make_node("ReduceSum", ["across", "last_axis"], ["row_sums"], keepdims=0),
          helper.make_node("Gather", [name, "ids"], ["rows"], axis=0)],
@@ -312,14 +331,15 @@ def test_int8_glyph_table_scales_after_the_sum_over_spans(tmp_path):
               helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [None, 3])],
         [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, shape)
          for o, shape in (("summed", [None, 3]), ("row_sums", [None, 4]), ("rows", [None, 4, 3]))],
-        [numpy_helper.from_array(table, name), numpy_helper.from_array(np.array([1], np.int64), "span_axis"),
+        [numpy_helper.from_array(table, name), numpy_helper.from_array(np.array([0, 12], np.int64), "flat"),
+         numpy_helper.from_array(span_sum_matrix(4, 3).numpy(), onnxmodel.SPAN_SUM_NAME),
          numpy_helper.from_array(np.array([-1], np.int64), "last_axis")])
     path = tmp_path / "g.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     assert int8_glyph_table(path)
     onnx.checker.check_model(str(path), full_check=True)
     nodes = onnx.load(str(path)).graph.node
-    assert {n.output[0] for n in nodes if scale_name in n.input} == {"summed", "across", "rows"}  # not "spans"
+    assert {n.output[0] for n in nodes if scale_name in n.input} == {SCALED_SPAN_SUM + ".tiled", "across", "rows"}
     ids = np.random.default_rng(1).integers(0, 20, (6, 4))
     summed, row_sums, rows = ort.InferenceSession(str(path)).run(None, {"ids": ids})
     step = np.abs(table).max(0) / 127

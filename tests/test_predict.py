@@ -22,6 +22,7 @@ from pixelpipe.data.render import Renderer, RenderSettings
 from pixelpipe.data.scripts import ISO_15924, letter_script
 from pixelpipe.deploy import onnxmodel
 from pixelpipe.deploy.decide import UNDECIDED
+from pixelpipe.deploy.quantize import SCALED_SPAN_SUM
 from pixelpipe.deploy.predictor import SPARE_GLYPHS
 from pixelpipe.deploy.predictor import Predictor as DefaultPredictor
 from pixelpipe.model.checkpoint import load_model
@@ -392,6 +393,11 @@ def test_an_int8_file_with_a_scale_per_glyph_row_is_refused(tiny_run, tmp_path):
     scale.CopyFrom(onnx.numpy_helper.from_array(np.ones((table.dims[0], 1), np.float32), scale.name))
     inp = next(i for i in model.graph.input if i.name == onnxmodel.TABLE_SCALE_NAME)
     inp.CopyFrom(onnx.helper.make_tensor_value_info(scale.name, onnx.TensorProto.FLOAT, [table.dims[0], 1]))
+    kept = [n for n in model.graph.node if not n.output[0].startswith(SCALED_SPAN_SUM)]  # scaled as that version did
+    for node in kept:
+        node.input[:] = [onnxmodel.SPAN_SUM_NAME if i == SCALED_SPAN_SUM else i for i in node.input]
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
     onnx.save(model, str(tmp_path / "old.int8.onnx"))
     with pytest.raises(onnxmodel.ModelFileError, match="no scale per column .* quantize it again"):
         Predictor(tmp_path / "old.int8.onnx")

@@ -128,7 +128,18 @@ def _export_program(module: torch.nn.Module, model: TRMVisionEncoder, table: np.
         shapes["glyph_keys"] = {0: torch.export.Dim("key_rows", min=2, max=1 << 22)}
     with torch.no_grad():
         return torch.onnx.export(module, args, dynamo=True, opset_version=opset, input_names=names,
-                                 output_names=[onnxmodel.OUTPUT_NAME], optimize=True, dynamic_shapes=shapes)
+                                 output_names=[onnxmodel.OUTPUT_NAME], optimize=True, dynamic_shapes=shapes,
+                                 custom_translation_table={torch.ops.aten.floor_divide.default: _nonnegative_floordiv})
+
+
+def _nonnegative_floordiv(self: Any, other: Any) -> Any:
+    """aten.floor_divide as one ONNX Div (which truncates). The deployed modules' one tensor floor division is the
+    n-gram bucket of a non-negative hash by a power of two (model/ngrams.py), where truncating is flooring; the
+    exporter's own translation corrects the sign in 7 more nodes that every batch pays (the parity check at
+    export compares the result with torch)."""
+    from onnxscript import opset18 as op
+
+    return op.Div(self, other)
 
 
 def export_student(model: TRMVisionEncoder, config: dict[str, Any], out_path: str | os.PathLike,

@@ -30,6 +30,7 @@ from torch import nn
 
 from ..model.encoder import TRMVisionEncoder, masked_max, masked_mean, token_mask
 from .foldmap import BLANK, PAD, FoldMap
+from .onnxmodel import SPAN_SUM_NAME as SPAN_SUM
 
 
 def _stem_parts(model: TRMVisionEncoder) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -115,14 +116,28 @@ def _span_rows(ids: torch.Tensor, table: torch.Tensor, spans: int) -> torch.Tens
     return F.embedding(ids + torch.arange(spans, device=ids.device) * rows_per_span, table)
 
 
+def span_sum_matrix(spans: int, width: int) -> torch.Tensor:
+    """[spans * width, width]: the spans' rows side by side times this sums them (stacked identities)."""
+    return torch.eye(width).repeat(spans, 1)
+
+
+def span_sum(ids: torch.Tensor, table: torch.Tensor, spans: int, matrix: torch.Tensor) -> torch.Tensor:
+    """Sum of the span-major table's rows at ids [..., S]: [..., W], as one product with `matrix`
+    (span_sum_matrix), which onnxruntime runs 1.6x faster than a sum over the span axis (ReduceSum) and into whose
+    rows quantize folds an int8 table's column scales (quantize.int8_glyph_table)."""
+    rows = _span_rows(ids, table, spans)
+    return torch.matmul(rows.flatten(-2), matrix)
+
+
 class FoldedNgramStudent(nn.Module):
     """core none, folded: (deployed glyph ids [B, T], lengths [B], span-major table [S * (G + 1), H]) -> logits.
-    One gather of [B, T, S] indices and one sum over the spans: no strided slicing of wide rows."""
+    One gather of [B, T, S] indices and one product summing the spans: no strided slicing of wide rows."""
 
     def __init__(self, model: TRMVisionEncoder, conv_bias: np.ndarray, spans: int) -> None:
         super().__init__()
         self.conv_bias = nn.Parameter(torch.from_numpy(conv_bias), requires_grad=False)
         self.spans = spans
+        self.register_buffer(SPAN_SUM, span_sum_matrix(spans, len(conv_bias)))  # exported as SPAN_SUM
         self.left, self.lead = model.cfg.mixer_kernel // 2, model.cfg.lead
         self.relu = model.cfg.activation == "relu"
         self.head_norm, self.head = model.head_norm, model.head
@@ -135,7 +150,7 @@ class FoldedNgramStudent(nn.Module):
         t = glyphs.shape[1]
         padded = F.pad(glyphs, (self.left, self.spans - 1 - self.left), value=PAD)
         ids = torch.stack([padded[:, s : s + t] for s in range(self.spans)], dim=-1)  # glyph t + s - left per span
-        pre = _span_rows(ids, glyph_table, self.spans).sum(2) + self.conv_bias
+        pre = span_sum(ids, glyph_table, self.spans, getattr(self, SPAN_SUM)) + self.conv_bias
         mask = token_mask(lengths, 1, t - self.lead, self.lead)
         if self.relu:  # past the end: a large negative pre-activation, so ReLU gives 0, which no max or sum minds
             h = F.relu(pre + (~mask).unsqueeze(-1).to(pre.dtype) * -1e4)
@@ -153,6 +168,7 @@ class FoldedStemEncoder(nn.Module):
     def __init__(self, model: TRMVisionEncoder, spans: int) -> None:
         super().__init__()
         self.model, self.spans = model, spans
+        self.register_buffer(SPAN_SUM, span_sum_matrix(spans, model.cfg.dim))  # exported as SPAN_SUM
 
     def forward(self, glyphs: torch.Tensor, lengths: torch.Tensor, glyph_table: torch.Tensor,
                 glyph_keys: torch.Tensor | None = None) -> torch.Tensor:
@@ -162,7 +178,7 @@ class FoldedStemEncoder(nn.Module):
         width = cfg.line_chars if cfg.lines > 1 else t
         rows = F.pad(glyphs.reshape(b, -1, width), (cfg.lead, 0), value=BLANK)
         ids = [rows] + ([F.pad(rows[..., 1:], (0, 1), value=PAD)] if self.spans > 1 else [])
-        x = _span_rows(torch.stack(ids, dim=-1), glyph_table, self.spans).sum(-2)
+        x = span_sum(torch.stack(ids, dim=-1), glyph_table, self.spans, getattr(self, SPAN_SUM))
         x, mask = self.model.place(x.reshape(b, -1, cfg.dim), token_mask(lengths, t // width, width, cfg.lead))
         return self.model.forward_tokens(x, mask, table)["logits"]
 

@@ -40,6 +40,7 @@ INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
 TABLE_SCALE_NAME = "glyph_table_scale"  # an int8 glyph table's column scales (quantize.glyph_table: int8)
 KEYS_NAME = "glyph_keys"
+SPAN_SUM_NAME = "span_sum"  # the folded modules' [spans * width, width] matrix summing the table's spans (fold.py)
 OUTPUT_NAME = "logits"
 INPUT_DOC = ("glyphs int64 [batch, tokens]: atlas glyph ids + 1, 0 past each text's end; lengths int64 [batch]; "
              "glyph_table float32 [spans * (glyphs + 1), width], span-major (optional, default: the exported atlas's; "

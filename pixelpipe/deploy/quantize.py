@@ -127,6 +127,15 @@ def activation_matmuls(model_path: str | os.PathLike) -> list[str]:
             if n.op_type == "MatMul" and not any(i in weights for i in n.input)]
 
 
+def span_products(model_path: str | os.PathLike) -> list[str]:
+    """The MatMuls by the span-sum matrix (fold.span_sum): left in fp32, where int8_glyph_table folds the glyph
+    table's column scales into that matrix (its entries are 0 and 1: nothing to gain from int8)."""
+    import onnx
+
+    return [n.name for n in onnx.load(str(model_path)).graph.node
+            if n.op_type == "MatMul" and onnxmodel.SPAN_SUM_NAME in n.input]
+
+
 TABLE_NAME = "ngrams.table.weight"  # the exported n-gram table (model/ngrams.py GlyphNgrams.table)
 
 
@@ -314,12 +323,12 @@ def int8_glyph_table(path: str | os.PathLike) -> bool:
     """Store the ONNX file's glyph table input (an overridable initializer) as int8 with a float32 scale per column,
     a second overridable input (onnxmodel.TABLE_SCALE_NAME, [width]), in place; False if the file has none.
 
-    The table's rows are read by Gathers, which the quantizer leaves in fp32: each becomes Gather(int8) -> Cast,
-    and the scale multiplies after the sum over spans that reads them (a scale per column commutes with a sum over
-    other axes: a quarter of the products), or after the Cast where no such sum follows. A scale per row would have
-    to multiply every gathered row before that sum, broadcast over the width: a quarter of onnxruntime's time in
-    the int8 file, docs/benchmarks.md. predict still extends the table at run time, quantizing the rows it folds
-    with the same scales (onnxmodel.int8_columns)."""
+    The table's rows are read by Gathers, which the quantizer leaves in fp32: each becomes Gather(int8) -> Cast.
+    Where the rows feed only the product that sums the spans (fold.span_sum), the scales go into that product's
+    matrix (a scale per column commutes with the sum over spans: no product per gathered value); elsewhere they
+    multiply right after the Cast. A scale per row would have to multiply every gathered row before that sum,
+    broadcast over the width: a quarter of onnxruntime's time in the int8 file, docs/benchmarks.md. predict still
+    extends the table at run time, quantizing the rows it folds with the same scales (onnxmodel.int8_columns)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -336,19 +345,7 @@ def int8_glyph_table(path: str | os.PathLike) -> bool:
                          "and Shape")
     if any(next((a.i for a in n.attribute if a.name == "axis"), 0) not in (0, -2) for n in users):
         raise ValueError(f"{path}: the glyph table is gathered along its columns: a scale per column needs rows")
-    sums = {id(n): _column_sum(graph, n) for n in users}
-    scaled = {id(s): g for g in users if (s := sums[id(g)]) is not None}  # ReduceSum -> the Gather it reads
-    nodes = []
-    for node in graph.node:
-        if id(node) in sums:
-            nodes += _int8_column_gather_nodes(node, name, scale_name, scale_here=sums[id(node)] is None)
-        elif id(node) in scaled:  # the sum reads the unscaled Cast; its output is scaled
-            out = node.output[0]
-            node.input[0], node.output[0] = scaled[id(node)].output[0] + ".float", out + ".unscaled"
-            nodes += [node, helper.make_node("Mul", [out + ".unscaled", scale_name], [out],
-                                             name=_node_name(node) + ".scale")]
-        else:
-            nodes.append(node)
+    nodes = _int8_table_nodes(graph, users, init.dims[1])
     del graph.node[:]
     graph.node.extend(nodes)
     table = numpy_helper.to_array(init)
@@ -362,26 +359,57 @@ def int8_glyph_table(path: str | os.PathLike) -> bool:
     return True
 
 
-def _column_sum(graph: Any, gather: Any) -> Any:
-    """The ReduceSum that alone reads `gather`'s rows over axes other than the last (the columns), else None."""
-    from onnx import numpy_helper
-
-    reader = _sole_reader(graph, gather.output[0])
-    if reader is None or reader.op_type != "ReduceSum" or len(reader.input) < 2:
-        return None
-    axes = next((numpy_helper.to_array(t) for t in graph.initializer if t.name == reader.input[1]), None)
-    rank = _rank(graph, gather.input[1])
-    if axes is None or rank is None or not len(axes):  # unknown, or "no axes": all of them
-        return None
-    return reader if all(a % (rank + 1) != rank for a in axes.tolist()) else None
+SCALED_SPAN_SUM = onnxmodel.SPAN_SUM_NAME + ".scaled"
 
 
-def _rank(graph: Any, name: str) -> int | None:
-    """A tensor's rank from the graph's inputs and value_info (shape inference), None when not recorded."""
-    info = next((v for v in [*graph.input, *graph.value_info, *graph.output] if v.name == name), None)
-    if info is None or not info.type.tensor_type.HasField("shape"):
+def _int8_table_nodes(graph: Any, gathers: list[Any], width: int) -> list[Any]:
+    """The graph's nodes with each of the table's `gathers` reading int8 rows, scaled in the span product that
+    alone reads them (its Reshape reads the Cast, its MatMul the scaled matrix) or right after the Cast."""
+    table, scale = onnxmodel.TABLE_NAME, onnxmodel.TABLE_SCALE_NAME
+    flats = {id(g): _span_product(graph, g) for g in gathers}
+    flattened = {id(f): g for g in gathers if (f := flats[id(g)]) is not None}  # Reshape -> the Gather it reads
+    products = {f.output[0] for f in flats.values() if f is not None}  # what the span products read
+    nodes: list[Any] = []
+    for node in graph.node:
+        if id(node) in flats:
+            nodes += _int8_column_gather_nodes(node, table, scale, scale_here=flats[id(node)] is None)
+            continue
+        if id(node) in flattened:  # the Reshape reads the unscaled Cast; the matrix takes the scales, once
+            node.input[0] = flattened[id(node)].output[0] + ".float"
+            if not any(n.output[0] == SCALED_SPAN_SUM for n in nodes):
+                nodes += _scaled_span_sum_nodes(graph, scale, width)
+        elif node.op_type == "MatMul" and node.input[0] in products:
+            node.input[1] = SCALED_SPAN_SUM
+        nodes.append(node)
+    return nodes
+
+
+def _span_product(graph: Any, gather: Any) -> Any:
+    """The Reshape that alone reads `gather`'s rows [..., S, W] when only a MatMul by the span-sum matrix reads
+    it (fold.span_sum: rows flattened to [..., S * W] times [S * W, W]), else None."""
+    reshape = _sole_reader(graph, gather.output[0])
+    if reshape is None or reshape.op_type != "Reshape":
         return None
-    return len(info.type.tensor_type.shape.dim)
+    product = _sole_reader(graph, reshape.output[0])
+    if product is None or product.op_type != "MatMul" or list(product.input) != [reshape.output[0],
+                                                                                 onnxmodel.SPAN_SUM_NAME]:
+        return None
+    return reshape if any(t.name == onnxmodel.SPAN_SUM_NAME for t in graph.initializer) else None
+
+
+def _scaled_span_sum_nodes(graph: Any, scale: str, width: int) -> list[Any]:
+    """The span-sum matrix [S * W, W] times the column scales [W] tiled over its S blocks of rows: the int8 rows'
+    product with it is the sum of the scaled rows."""
+    from onnx import helper, numpy_helper
+
+    matrix = next(t for t in graph.initializer if t.name == onnxmodel.SPAN_SUM_NAME)
+    repeats, axis, tiled = (SCALED_SPAN_SUM + suffix for suffix in (".repeats", ".axis", ".tiled"))
+    graph.initializer.extend([numpy_helper.from_array(np.array([matrix.dims[0] // width], np.int64), repeats),
+                              numpy_helper.from_array(np.array([1], np.int64), axis)])
+    return [helper.make_node("Tile", [scale, repeats], [tiled], name=tiled),
+            helper.make_node("Unsqueeze", [tiled, axis], [tiled + ".column"], name=tiled + ".column"),
+            helper.make_node("Mul", [onnxmodel.SPAN_SUM_NAME, tiled + ".column"], [SCALED_SPAN_SUM],
+                             name=SCALED_SPAN_SUM)]
 
 
 def _qtype(name: str):
@@ -405,7 +433,7 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
         q_tmp = Path(tmp) / out_path.name
         if settings.method == "static":
             reader = CacheRangeReader(range_shards, settings.range_samples)
-            exclude = [] if settings.activation_matmuls else activation_matmuls(pre)
+            exclude = ([] if settings.activation_matmuls else activation_matmuls(pre)) + span_products(pre)
             info["excluded_nodes"] = exclude
             quantize_static(
                 str(pre), str(q_tmp), _as_reader(reader), quant_format=QuantFormat.QDQ,
@@ -418,11 +446,11 @@ def quantize_file(fp32_path: str | os.PathLike, out_path: str | os.PathLike, set
             info["range_samples_used"] = reader.used
             log(f"static QDQ quantization, activation ranges read on {info['range_samples_used']} train images "
                 f"({settings.range_method}, per_channel={settings.per_channel}); "
-                f"{len(exclude)} activation-by-activation MatMul(s) left in fp32")
+                f"{len(exclude)} activation-by-activation or span-sum MatMul(s) left in fp32")
         elif settings.method == "dynamic":
             quantize_dynamic(str(pre), str(q_tmp), op_types_to_quantize=list(settings.op_types),
                              per_channel=settings.per_channel, reduce_range=settings.reduce_range,
-                             weight_type=_qtype(settings.weight_type))
+                             weight_type=_qtype(settings.weight_type), nodes_to_exclude=span_products(pre))
             log("dynamic quantization (weights int8, activations quantized at run time)")
         else:
             raise ValueError(f"quantize.method must be 'static' or 'dynamic', got {settings.method!r}")
