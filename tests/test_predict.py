@@ -310,6 +310,20 @@ def test_long_text_is_read_in_windows(deployed_student):
     np.testing.assert_allclose(one, [x.probability for x in preds], atol=1e-6)
 
 
+def test_windows_cover_a_text_once_never_shorter_than_half_the_layout():
+    """core/longtext.window_spans: ceil(n / cells) consecutive windows per text, in order, covering every character
+    once; each at most `cells` long and, for a text longer than the layout, at least half of it."""
+    from pixelpipe.core.longtext import window_spans
+
+    cells, lengths = 96, np.array([1, 96, 97, 100, 191, 192, 193, 500, 768])
+    owner, start, m = window_spans(lengths, cells)
+    for i, n in enumerate(lengths.tolist()):
+        mine = owner == i
+        assert mine.sum() == -(-n // cells) and start[mine][0] == 0
+        assert (start[mine] + m[mine]).tolist() == [*start[mine][1:].tolist(), n]  # consecutive, ending at n
+        assert m[mine].max() <= cells and (n <= cells or m[mine].min() >= cells // 2)
+
+
 def test_unseen_characters_are_drawn_and_folded_on_the_fly(deployed_student):
     """A cluster the atlas lacks (a letter, and the same letter with a combining mark) is drawn with the model's
     fonts and folded into a new table row: the logits are those of the torch model whose atlas contains it."""

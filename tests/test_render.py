@@ -332,6 +332,21 @@ def test_batch_layout_is_each_texts_clusters_looked_up():
         r.layout(texts, capacity=8)
 
 
+def test_a_fitted_layout_is_as_wide_as_its_longest_text_in_whole_lines():
+    """`fit`: a chunk laid out at a long text's capacity holds only the columns its longest text fills (whole lines
+    of a layout of several, the model's input), the same ids as the full-width layout; a chunk of short texts
+    stays narrow."""
+    texts = ["abc", "abcdefghij" * 3, ""]
+    for lines, want in ((1, 30), (2, 36)):  # lines of 12 cells: 30 characters fill 3 lines
+        r = Renderer(settings(lines=lines, line_chars=12))
+        ids, full = r.layout(texts, capacity=96, fit=True)
+        wide, _ = r.layout(texts, capacity=96)
+        assert ids.shape == (3, want) and full.tolist() == [3, 30, 0]
+        np.testing.assert_array_equal(ids, wide[:, :want])
+        assert r.layout(texts[:1], capacity=96, fit=True)[0].shape == (1, 3 if lines == 1 else 12)
+        assert r.layout([""], capacity=96, fit=True)[0].shape == (1, 1 if lines == 1 else 12)
+
+
 def test_fast_path_agrees_with_clusters_on_every_joining_character():
     """Soft hyphen, Arabic letter mark, Thaana and Myanmar marks join their base like any Mn/Me/Cf."""
     from pixelpipe.data.atlas import clusters, is_plain
