@@ -102,8 +102,8 @@ class Renderer:
                fit: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(indices int32 [N, capacity] with 0 = blank, clusters per text before truncation [N]; 0 = empty).
         `capacity`: the layout's cells unless given (a long text read in windows: core/longtext.py); `fit`: only
-        the columns the longest text fills (whole lines of a layout of several), up to `capacity`: a chunk of
-        short texts laid out at a long text's capacity holds no blank columns.
+        the columns the longest text can fill (its code points, in whole lines of a layout of several), up to
+        `capacity`: a chunk of short texts laid out at a long text's capacity holds no blank columns.
 
         All texts' code points are split into clusters at once (a cluster starts at every code point that is not
         a joining character, and at a text's start: `atlas.clusters`); one-character clusters (nearly all) go
@@ -114,6 +114,9 @@ class Renderer:
         cap, n = capacity or self.settings.cells, len(texts)
         normal = [normalize(t) for t in texts]
         lens = np.fromiter(map(len, normal), np.int64, n)
+        s = self.settings  # a text has at most as many clusters as code points: the width before the temporaries
+        out = np.zeros((n, trimmed_width(int(lens.max(initial=0)), s.line_chars, s.lines, cap) if fit else cap),
+                       np.int32)
         text = "".join(normal)
         codepoints = np.frombuffer(text.encode("utf-32-le"), np.uint32)
         rows = np.repeat(np.arange(n), lens)
@@ -124,9 +127,6 @@ class Renderer:
         row = rows[begins]
         full = np.bincount(row, minlength=n)
         pos = np.arange(len(begins)) - np.repeat(np.cumsum(full) - full, full)
-        s = self.settings
-        out = np.zeros((n, trimmed_width(int(full.max(initial=0)), s.line_chars, s.lines, cap) if fit else cap),
-                       np.int32)
         keep = pos < cap
         cells = np.empty(len(begins), np.int32)
         single = keep & (sizes == 1)
