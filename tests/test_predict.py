@@ -502,6 +502,23 @@ def test_notices_count_each_text_once(deployed_student):
     assert lines[3].startswith("1 input(s) could not be classified")
 
 
+def test_a_long_list_is_classified_a_chunk_at_a_time(deployed_student, monkeypatch):
+    """predict lays out RUN_CHUNK texts at a time (each chunk as wide as its longest text): the same
+    probabilities, errors, lengths and notices as one chunk, for a list holding long, empty and unseen texts."""
+    from pixelpipe.deploy import predictor as predictor_module
+
+    texts = _notice_texts(deployed_student.settings.cells) * 2
+    whole = Predictor(deployed_student.path)
+    want = whole.predict_proba(texts)
+    monkeypatch.setattr(predictor_module, "RUN_CHUNK", 3)
+    chunked = Predictor(deployed_student.path)
+    got = chunked.predict_proba(texts)
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    assert got[1] == want[1] and got[2].tolist() == want[2].tolist()
+    assert dict(chunked.notices.unseen) == dict(whole.notices.unseen) == {du.UNSEEN: 4, du.UNTRAINED: 2}
+    assert chunked.predict_proba([])[0].shape == (0, len(chunked.labels))
+
+
 def test_notices_count_only_the_characters_a_text_holds(deployed_student):
     """The blank past a text's end is no character of it: a space training never saw is counted in the texts
     that hold one, not in every text shorter than the layout."""

@@ -76,18 +76,21 @@ ACTIVATION_FLOPS = {"gelu": 8, "relu": 1}  # per element (an erf-based GELU; a m
 
 
 def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
-    """FLOPs per text of `tokens` characters in the deployed (folded) form: the table rows summed, the GELU,
-    the pooling and the head for `ngram`; for `stem` the model's own count without the stem's pixels."""
+    """FLOPs per text of `tokens` characters in the deployed (folded) form: the table rows summed (one product
+    with the span-sum matrix, `span_sum`: 2 S W^2 a token), the activation, the pooling and the head for `ngram`;
+    for `stem` the model's own count without the stem's pixels, its spans summed the same way."""
     from ..model.encoder import flops_per_sample
 
     cfg = model.cfg
     n = tokens + cfg.lead
     if cfg.deploy_form == "ngram":
         h = cfg.mixer_hidden
-        per_token = cfg.mixer_kernel + cfg.lead + ACTIVATION_FLOPS[cfg.activation] + 2
-        return float(n * h * per_token + 2 * cfg.head_features * cfg.num_classes)
+        spans = cfg.mixer_kernel - 1 + (2 if cfg.stem == "pair" else 1)  # the glyphs a kernel reads (ngram_fold)
+        per_token = 2 * spans * h * h + h * (ACTIVATION_FLOPS[cfg.activation] + 2)
+        return float(n * per_token + 2 * cfg.head_features * cfg.num_classes)
     kh, kw = cfg.stem_kernel
-    return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * cfg.dim * (kw // cfg.cell_width)
+    spans = kw // cfg.cell_width
+    return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * 2 * spans * cfg.dim ** 2
 
 
 def table_rows(ngrams: nn.Module | None, glyphs: torch.Tensor, lengths: torch.Tensor,

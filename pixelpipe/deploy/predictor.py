@@ -153,6 +153,7 @@ BATCH_SIZE = 128  # texts a model call holds at most ...
 MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
 # rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
 # 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md)
+RUN_CHUNK = 1024  # texts laid out and classified at a time by `predict` (the command reads 1,024 lines at a time)
 FOLD_CHUNK = foldmap.CHUNK  # glyphs folded into the table at a time (the first fold refolds the whole atlas); the
 # fold map's own chunk, so the first fold's products have the export's shapes and its rows come out as exported
 SPARE_GLYPHS = 512  # table rows a span kept free for the characters predict folds at run time
@@ -336,16 +337,19 @@ class Predictor:
         return grown
 
     def _count(self, ids: np.ndarray, full: np.ndarray, errors: list[str | None]) -> None:
-        """Notices of the characters read (up to the capacity): unseen glyphs, truncated, short and failed texts."""
+        """Notices of the characters read (up to the capacity): unseen glyphs (texts holding each), truncated, short
+        and failed texts."""
         ok = np.array([e is None for e in errors], bool)
         kept = ids if ok.all() else ids[ok]
-        valid = np.arange(ids.shape[1])[None, :] < np.minimum(full, self.capacity)[ok][:, None]
-        used = kept[valid]  # the blank past a text's end is not a character of the text
-        unseen = np.unique(used[(used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]])
-        if len(unseen):
+        rows, cols = np.nonzero(np.arange(ids.shape[1])[None, :] < np.minimum(full, self.capacity)[ok][:, None])
+        used = kept[rows, cols]  # the blank past a text's end is not a character of the text
+        unseen = (used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]
+        if unseen.any():  # each (text, glyph) pair once, then texts per glyph
+            pairs = np.unique(rows[unseen].astype(np.int64) * (int(used.max()) + 1) + used[unseen])
+            glyphs, texts = np.unique(pairs % (int(used.max()) + 1), return_counts=True)
             names = self.atlas.clusters
-            for g in unseen:
-                self.notices.unseen[names[g]] += int(((kept == g) & valid).any(1).sum())
+            for g, n in zip(glyphs.tolist(), texts.tolist()):
+                self.notices.unseen[names[g]] += n
         self.notices.truncated += int((full[ok] > self.capacity).sum())
         self.notices.short += int((full[ok] < self.min_chars).sum())
         self.notices.errors += int((~ok).sum())
@@ -380,7 +384,16 @@ class Predictor:
         return onnxmodel.softmax(logits)
 
     def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
-        """(probabilities, errors, characters per text, why a text gets no language or None)."""
+        """(probabilities, errors, characters per text, why a text gets no language or None), RUN_CHUNK texts at a
+        time: a chunk is laid out as wide as its longest text (up to the capacity), so memory stays bounded for any
+        number of texts."""
+        parts = [self._run_chunk(texts[i : i + RUN_CHUNK]) for i in range(0, len(texts), RUN_CHUNK)]
+        if not parts:
+            return np.zeros((0, len(self.labels))), [], np.zeros(0, np.int64), []
+        return (np.concatenate([p[0] for p in parts]), [e for p in parts for e in p[1]],
+                np.concatenate([p[2] for p in parts]), [r for p in parts for r in p[3]])
+
+    def _run_chunk(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
         cells = self.settings.cells
         # laid out once, as wide as the longest text is read: a text longer than the layout is read whole, in
         # windows (up to MAX_WINDOWS of them: core/longtext.py)
@@ -390,14 +403,13 @@ class Predictor:
         probs = np.full((len(texts), len(self.labels)), np.nan)
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
-        kept = ids if ok.all() else ids[ok]
-        lengths = np.minimum(full[ok], cells)
-        logits = windowed_logits(kept, np.minimum(full[ok], self.capacity), cells, self.logits)
-        probs[ok] = self.probabilities(logits, lengths)
+        kept, read = ids if ok.all() else ids[ok], np.minimum(full[ok], self.capacity)
+        logits = windowed_logits(kept, read, cells, self.logits)
+        probs[ok] = self.probabilities(logits, np.minimum(read, cells))  # the temperature of a window's length
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
             self.gate.update(self.atlas.clusters)
-            for i, why in zip(np.flatnonzero(ok), self.gate.reasons(kept[:, :cells], lengths)):
+            for i, why in zip(np.flatnonzero(ok), self.gate.reasons(kept, read)):  # the letters of all it read
                 reasons[i] = why
         return probs, errors, full, reasons
 

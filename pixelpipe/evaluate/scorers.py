@@ -25,6 +25,9 @@ from ..model.checkpoint import load_model
 from .accuracy import COMMON
 
 
+CHUNK = 4096  # texts laid out at a time (up to MAX_WINDOWS x cells columns each)
+
+
 class TorchScorer:
     """A trained teacher or student (model.safetensors + config.json) on its glyph path."""
 
@@ -40,9 +43,12 @@ class TorchScorer:
     def __call__(self, texts: list[str]) -> list[str]:
         cells = self.settings.cells
         capacity = cells * MAX_WINDOWS  # a long text read whole in windows, as the deployed Predictor reads it
-        ids, full = self.renderer.layout(texts, capacity, fit=True)
-        logits = windowed_logits(ids, np.minimum(full, capacity), cells, self._logits)
-        return [self.labels[p] for p in logits.argmax(1)]
+        out: list[str] = []
+        for start in range(0, len(texts), CHUNK):  # a chunk is laid out as wide as its longest text
+            ids, full = self.renderer.layout(texts[start : start + CHUNK], capacity, fit=True)
+            logits = windowed_logits(ids, np.minimum(full, capacity), cells, self._logits)
+            out += [self.labels[p] for p in logits.argmax(1)]
+        return out
 
     def _logits(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         if len(self.atlas) > self.model.atlas.shape[0]:  # characters the atlas lacked were drawn: the model sees them
