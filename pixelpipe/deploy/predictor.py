@@ -376,12 +376,15 @@ class Predictor:
     def probabilities(self, logits: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Softmax over the labels `set_languages` allows (all by default), each text's logits divided by the
         temperature of its length where the model has them."""
-        logits = logits.astype(np.float64)
+        z = logits.astype(np.float64)  # one [N, classes] array, worked in place (a chunk's peak memory)
         if self.by_length is not None:
-            logits = self.by_length.apply(logits, lengths)
+            z /= self.by_length.of(lengths)[:, None]
         if self.allowed is not None:
-            logits[:, ~self.allowed] = -np.inf
-        return onnxmodel.softmax(logits)
+            z[:, ~self.allowed] = -np.inf
+        z -= z.max(axis=1, keepdims=True)
+        np.exp(z, out=z)
+        z /= z.sum(axis=1, keepdims=True)
+        return z
 
     def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
         """(probabilities, errors, characters per text, why a text gets no language or None), RUN_CHUNK texts at a
@@ -400,12 +403,14 @@ class Predictor:
         ids, full, errors = self.layout(texts, self.capacity, fit=True)
         self._count(ids, full, errors)
         ok = np.array([e is None for e in errors], bool)
-        probs = np.full((len(texts), len(self.labels)), np.nan)
         # only the texts that can be classified: an empty row has no token (a `cell` stem has no lead token either),
         # and its NaN logits would fail the finiteness check for the whole batch
         kept, read = ids if ok.all() else ids[ok], np.minimum(full[ok], self.capacity)
         logits = windowed_logits(kept, read, cells, self.logits)
-        probs[ok] = self.probabilities(logits, np.minimum(read, cells))  # the temperature of a window's length
+        probs = self.probabilities(logits, np.minimum(read, cells))  # the temperature of a window's length
+        if not ok.all():  # NaN rows for the texts that could not be classified
+            probs, kept_probs = np.full((len(texts), len(self.labels)), np.nan), probs
+            probs[ok] = kept_probs
         reasons: list[str | None] = [None] * len(texts)
         if self.gate is not None and ok.any():
             self.gate.update(self.atlas.clusters)
