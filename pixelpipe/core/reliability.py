@@ -56,4 +56,6 @@ class LengthTemperatures:
         return np.where(k >= 0, self.temperatures[np.clip(k, 0, None)], 1.0)
 
     def apply(self, logits: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        return logits / self.of(lengths)[:, None]
+        """`logits` [N, C] (float) divided in place by each text's temperature; returns them (no copy of a chunk)."""
+        logits /= self.of(lengths)[:, None]
+        return logits

@@ -239,6 +239,9 @@ def accuracy(session: Any, split_dir: str | os.PathLike, batch_size: int = 256) 
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+    """Softmax over the last axis of float `logits`, computed in place (returns them): predict's chunk holds one
+    [texts, classes] array, not one per step."""
+    logits -= logits.max(axis=-1, keepdims=True)
+    np.exp(logits, out=logits)
+    logits /= logits.sum(axis=-1, keepdims=True)
+    return logits

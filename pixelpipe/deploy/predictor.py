@@ -378,13 +378,10 @@ class Predictor:
         temperature of its length where the model has them."""
         z = logits.astype(np.float64)  # one [N, classes] array, worked in place (a chunk's peak memory)
         if self.by_length is not None:
-            z /= self.by_length.of(lengths)[:, None]
+            self.by_length.apply(z, lengths)
         if self.allowed is not None:
             z[:, ~self.allowed] = -np.inf
-        z -= z.max(axis=1, keepdims=True)
-        np.exp(z, out=z)
-        z /= z.sum(axis=1, keepdims=True)
-        return z
+        return onnxmodel.softmax(z)
 
     def _run(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str | None], np.ndarray, list[str | None]]:
         """(probabilities, errors, characters per text, why a text gets no language or None), RUN_CHUNK texts at a
