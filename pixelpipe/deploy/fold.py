@@ -83,14 +83,14 @@ def deployed_flops(model: TRMVisionEncoder, tokens: float) -> float:
 
     cfg = model.cfg
     n = tokens + cfg.lead
+    kh, kw = cfg.stem_kernel
+    halves = kw // cfg.cell_width  # the cells a stem token reads: the stem form's spans
     if cfg.deploy_form == "ngram":
         h = cfg.mixer_hidden
-        spans = cfg.mixer_kernel - 1 + (2 if cfg.stem == "pair" else 1)  # the glyphs a kernel reads (ngram_fold)
+        spans = cfg.mixer_kernel - 1 + halves  # the glyphs a kernel of pair or cell tokens reads (ngram_fold)
         per_token = 2 * spans * h * h + h * (ACTIVATION_FLOPS[cfg.activation] + 2)
         return float(n * per_token + 2 * cfg.head_features * cfg.num_classes)
-    kh, kw = cfg.stem_kernel
-    spans = kw // cfg.cell_width
-    return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * 2 * spans * cfg.dim ** 2
+    return flops_per_sample(cfg, tokens) - 2 * tokens * cfg.dim * cfg.channels * kh * kw + n * 2 * halves * cfg.dim ** 2
 
 
 def table_rows(ngrams: nn.Module | None, glyphs: torch.Tensor, lengths: torch.Tensor,

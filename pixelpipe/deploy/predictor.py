@@ -153,7 +153,7 @@ BATCH_SIZE = 128  # texts a model call holds at most ...
 MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
 # rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
 # 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md)
-RUN_CHUNK = 1024  # texts laid out and classified at a time by `predict` (the command reads 1,024 lines at a time)
+RUN_CHUNK = 1024  # texts laid out and classified at a time by `predict` (and lines the command reads at a time)
 FOLD_CHUNK = foldmap.CHUNK  # glyphs folded into the table at a time (the first fold refolds the whole atlas); the
 # fold map's own chunk, so the first fold's products have the export's shapes and its rows come out as exported
 SPARE_GLYPHS = 512  # table rows a span kept free for the characters predict folds at run time
@@ -256,7 +256,7 @@ class Predictor:
     def layout(self, texts: Sequence[str], capacity: int | None = None, fold: bool = True,
                fit: bool = False) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(atlas glyph ids [N, capacity], characters per text before truncation [N], error per text or None);
-        capacity: the layout's cells unless given; `fit`: only the columns the longest text fills (Renderer.layout);
+        capacity: the layout's cells unless given; `fit`: only the columns the longest text can fill (Renderer.layout);
         `fold` False leaves the glyphs drawn for it to a later `_extend_table`.
 
         A text holding a control character is an error (it is not writing). Clusters no font draws are left
