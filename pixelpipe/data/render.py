@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..config.settings import CellGrid, Section
+from ..core.arrays import distinct
 from ..core import io
 from ..core.batching import trimmed_width
 from .atlas import GlyphAtlas, joining_table, normalize
@@ -94,7 +95,7 @@ class Renderer:
             self._by_codepoint = np.concatenate([self._by_codepoint,
                                                  np.full(top + 1 - len(self._by_codepoint), -1, np.int32)])
         cells = self._by_codepoint[codepoints]
-        for cp in np.unique(codepoints[cells < 0]):
+        for cp in distinct(codepoints[cells < 0]):
             self._by_codepoint[cp] = self.atlas.lookup(chr(cp))
         return self._by_codepoint[codepoints] if (cells < 0).any() else cells
 

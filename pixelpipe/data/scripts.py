@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..core.arrays import distinct
+
 # Name prefixes that are not a script: the script is the next word(s).
 _WIDTH = ("FULLWIDTH ", "HALFWIDTH ", "SMALL ", "MATHEMATICAL ", "PARENTHESIZED ", "CIRCLED ", "SQUARED ")
 # Scripts whose names are two words (the first word alone would be ambiguous or wrong).
@@ -114,7 +116,7 @@ class ScriptGate:
     def _classify(self, ids: np.ndarray) -> None:
         """Classify the glyphs among `ids` not classified yet."""
         pending = ids[~self.done[ids]]  # nearly always empty: no sort of every id
-        for g in np.unique(pending).tolist():
+        for g in distinct(pending).tolist():
             scripts = text_scripts(self.clusters[g])
             self.letter[g], self.known_letter[g], self.done[g] = bool(scripts), bool(scripts & self.known), True
 

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core.arrays import distinct
 from ..core.batching import length_batches
 from ..core.longtext import MAX_WINDOWS, windowed_logits
 from ..data import languages as registry
@@ -152,7 +153,8 @@ def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) 
 BATCH_SIZE = 128  # texts a model call holds at most ...
 MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
 # rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
-# 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md)
+# 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md). 2,048 spares half the
+# calls' fixed cost (~52 us each): 3 % less time on the held-out prose, 1-4 MiB more peak on the UI strings
 RUN_CHUNK = 1024  # texts laid out and classified at a time by `predict` (and lines the command reads at a time)
 FOLD_CHUNK = foldmap.CHUNK  # glyphs folded into the table at a time (the first fold refolds the whole atlas); the
 # fold map's own chunk, so the first fold's products have the export's shapes and its rows come out as exported
@@ -193,6 +195,9 @@ class Predictor:
         self.exported = len(self.atlas)  # glyphs the file's own table holds
         self.trained = np.zeros(self.exported, bool)
         self.trained[self.config.get("trained_glyphs", range(self.exported))] = True
+        # the atlas and `trained` hold them now: the cells' text, the cluster list and 12,000 ints (0.57 MiB)
+        self.config["atlas"] = {k: v for k, v in self.config["atlas"].items() if k not in ("cells", "clusters")}
+        self.config.pop("trained_glyphs", None)
         # Once a glyph beyond the export is folded: the span-major table the model's glyph_table input takes, with
         # spare rows (SPARE_GLYPHS a span, zero: no id reads them) that later glyphs are written into in place
         self.table: np.ndarray | None = None
@@ -345,7 +350,7 @@ class Predictor:
         used = kept[rows, cols]  # the blank past a text's end is not a character of the text
         unseen = (used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]
         if unseen.any():  # each (text, glyph) pair once, then texts per glyph
-            pairs = np.unique(rows[unseen].astype(np.int64) * (int(used.max()) + 1) + used[unseen])
+            pairs = distinct(rows[unseen].astype(np.int64) * (int(used.max()) + 1) + used[unseen])
             glyphs, texts = np.unique(pairs % (int(used.max()) + 1), return_counts=True)
             names = self.atlas.clusters
             for g, n in zip(glyphs.tolist(), texts.tolist()):
