@@ -194,25 +194,30 @@ def _scaled_weights(name: str, ids: str, o: str, w: str) -> list[Any]:
 
 
 def _int4_mean_nodes(gather: Any, mean: Any) -> list[Any]:
-    """The nodes that compute `mean` (MatMul(w, Gather(table, ids))) from the packed rows and their scales."""
+    """The nodes that compute `mean` (MatMul(w, Gather(table, ids))) from the packed rows and their scales.
+
+    A byte P = 16 (high + 8) + (low + 8). DequantizeLinear(P, 1, zero point 8) = P - 8 as floats, and
+    QuantizeLinear of that at a scale of 255/16 rounds it to high + 8 exactly ((P - 8) / (255/16) is within 0.498
+    of high + 8; the saturation takes high = -8 with low < 0 from -1 to 0): both are vectorized where
+    onnxruntime's BitwiseAnd over the bytes was not (docs/benchmarks.md). mean(low) = mean(P - 8) - 16 mean(high + 8);
+    mean(high) = mean(high + 8) - 8 sum(w)."""
     import onnx
     from onnx import helper
 
     name, ids, o, w = gather.input[0], gather.input[1], gather.output[0], mean.input[0]
-    # the high nibbles' mean is (mean of the bytes - mean of the low nibbles) / 16: no BitShift over the rows
     return [helper.make_node("Gather", [name + ".int4", ids], [o + ".packed"], axis=0),
-            helper.make_node("BitwiseAnd", [o + ".packed", "pp.c15"], [o + ".low"]),
-            helper.make_node("Cast", [o + ".low"], [o + ".low.float"], to=onnx.TensorProto.FLOAT),
-            helper.make_node("Cast", [o + ".packed"], [o + ".packed.float"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("DequantizeLinear", [o + ".packed", "pp.one", "pp.u8"], [o + ".bytes8"]),
+            helper.make_node("QuantizeLinear", [o + ".bytes8", "pp.high_step", "pp.u0"], [o + ".high8"]),
+            helper.make_node("Cast", [o + ".high8"], [o + ".high8.float"], to=onnx.TensorProto.FLOAT),
             *_scaled_weights(name, ids, o, w),
-            helper.make_node("MatMul", [o + ".w", o + ".low.float"], [o + ".mean.low"]),
-            helper.make_node("MatMul", [o + ".w", o + ".packed.float"], [o + ".mean.packed"]),
-            helper.make_node("Sub", [o + ".mean.packed", o + ".mean.low"], [o + ".mean.high16"]),
-            helper.make_node("Mul", [o + ".mean.high16", "pp.c1_16"], [o + ".mean.high"]),
-            helper.make_node("Concat", [o + ".mean.low", o + ".mean.high"], [o + ".mean"], axis=-1),
+            helper.make_node("MatMul", [o + ".w", o + ".bytes8"], [o + ".mean.bytes8"]),
+            helper.make_node("MatMul", [o + ".w", o + ".high8.float"], [o + ".mean.high8"]),
+            helper.make_node("Mul", [o + ".mean.high8", "pp.c16"], [o + ".mean.high8x16"]),
+            helper.make_node("Sub", [o + ".mean.bytes8", o + ".mean.high8x16"], [o + ".mean.low"]),
             helper.make_node("ReduceSum", [o + ".w", "pp.last"], [o + ".wsum"], keepdims=1),
             helper.make_node("Mul", [o + ".wsum", "pp.c8"], [o + ".offset"]),
-            helper.make_node("Sub", [o + ".mean", o + ".offset"], [mean.output[0]])]
+            helper.make_node("Sub", [o + ".mean.high8", o + ".offset"], [o + ".mean.high"]),
+            helper.make_node("Concat", [o + ".mean.low", o + ".mean.high"], [mean.output[0]], axis=-1)]
 
 
 def _int8_mean_nodes(gather: Any, mean: Any) -> list[Any]:
@@ -275,8 +280,8 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     copy of the rows.
     4 bits: one byte holds value j of a row (low nibble) and value j + C/2 (high), plus 8; the masked mean
     reading the rows (MatMul(w, rows)) becomes MatMul(w * scales, nibbles) - 8 * sum(w * scales), once for each
-    half of the row: 8x fewer bytes and no dequantized copy of the rows. The high nibbles' mean is taken as
-    (MatMul(w * scales, bytes) - the low one) / 16, which spares a BitShift over the gathered rows.
+    half of the row: 8x fewer bytes and no dequantized copy of the rows. The nibbles come apart by a rounding
+    (`_int4_mean_nodes`), which spares a BitShift or BitwiseAnd over the gathered rows.
     (onnxruntime's GatherBlockQuantized reads int4 too, but ran 13x slower than the int8 path here: 18.7 against
     1.4 ms a batch of 64 texts.)
     A table read otherwise than by one such mean, or whose width is odd, stays at 8 bits.
@@ -295,7 +300,8 @@ def table_rows(path: str | os.PathLike, bits: int) -> dict[str, str]:
     four &= read_by_means  # every reader of a 4-bit table must be a mean
     replaced = {id(means[id(n)]) for n in gathers if n.input[0] in read_by_means}
     nodes = []
-    consts = {"pp.c15": np.array(15, np.uint8), "pp.c1_16": np.array(1 / 16, np.float32),
+    consts = {"pp.one": np.array(1, np.float32), "pp.u8": np.array(8, np.uint8), "pp.u0": np.array(0, np.uint8),
+              "pp.high_step": np.array(255 / 16, np.float32), "pp.c16": np.array(16, np.float32),
               "pp.c8": np.array(8, np.float32), "pp.last": np.array([-1], np.int64)}
     for node in graph.node:
         if id(node) in means:
