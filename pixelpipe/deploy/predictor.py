@@ -350,8 +350,9 @@ class Predictor:
         used = kept[rows, cols]  # the blank past a text's end is not a character of the text
         unseen = (used >= self.exported) | ~self.trained[np.minimum(used, self.exported - 1)]
         if unseen.any():  # each (text, glyph) pair once, then texts per glyph
-            pairs = distinct(rows[unseen].astype(np.int64) * (int(used.max()) + 1) + used[unseen])
-            glyphs, texts = np.unique(pairs % (int(used.max()) + 1), return_counts=True)
+            ids_span = int(used.max()) + 1
+            pairs = distinct(rows[unseen].astype(np.int64) * ids_span + used[unseen])
+            glyphs, texts = np.unique(pairs % ids_span, return_counts=True)
             names = self.atlas.clusters
             for g, n in zip(glyphs.tolist(), texts.tolist()):
                 self.notices.unseen[names[g]] += n
