@@ -31,7 +31,7 @@ import numpy as np
 from .core.cli import ArgumentParser
 from .deploy import onnxmodel
 from .deploy.decide import DEFAULT_THRESHOLD
-from .deploy.predictor import BATCH_SIZE, MAX_BATCH_CELLS, RUN_CHUNK, Prediction, Predictor
+from .deploy.predictor import BATCH_SIZE, MAX_BATCH_CELLS, MIN_BATCH_TEXTS, RUN_CHUNK, Prediction, Predictor
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a Unix tool whose reader left
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1; 0 = all cores)")
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE,
                     help=f"texts per model call at most (sorted by length first; at most {MAX_BATCH_CELLS} characters "
-                         "a call)")
+                         f"a call, yet {MIN_BATCH_TEXTS} texts of any length)")
     ap.add_argument("--strict", action="store_true", help="stop at the first input that cannot be classified (exit 2)")
     ap.add_argument("--list-languages", action="store_true",
                     help="print the model's labels, one per line with its name from the language registry, and exit")

@@ -79,3 +79,13 @@ def test_length_batches_hold_at_most_max_cells_characters():
     assert sorted(sum(batches, [])) == list(range(len(lengths)))
     assert all(len(b) == 1 or len(b) * max(lengths[b].max(), 1) <= 100 for b in batches)
     assert [b.tolist() for b in length_batches(lengths, 4, max_cells=10)][:3] == [[0], [3], [2]]  # one row at least
+
+
+def test_length_batches_hold_min_rows_past_max_cells():
+    """`min_rows` lets the longest texts' batches past `max_cells` (up to `batch_size`): a model call's fixed cost
+    is not paid for one or two long texts; shorter texts' batches still fill to `max_cells`."""
+    lengths = np.array([96, 3, 50, 96, 8, 0, 20, 1, 2, 30, 96, 90])
+    batches = [b.tolist() for b in length_batches(lengths, 4, max_cells=100, min_rows=3)]
+    assert batches == [[0, 3, 10], [11, 2, 9], [6, 4, 1, 8], [7, 5]]
+    assert sorted(sum(batches, [])) == list(range(len(lengths)))
+    assert [len(b) for b in length_batches(lengths, 2, max_cells=100, min_rows=3)][:2] == [2, 2]  # batch_size caps

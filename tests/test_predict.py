@@ -473,9 +473,10 @@ def test_length_buckets_give_what_batch_size_one_gives(deployed_student):
     d = deployed_student
     texts = [*du.real_texts(), "a", "ok", _long(d.settings.cells), _long(99), f"{du.UNSEEN} neu"]
     one = Predictor(d.path, batch_size=1).predict_proba(texts)[0]
-    for batch, cells in ((7, None), (64, None), (64, 40)):  # 40 characters a call: one long text, or 40 of one
-        np.testing.assert_allclose(Predictor(d.path, batch_size=batch, max_cells=cells).predict_proba(texts)[0], one,
-                                   atol=1e-6)
+    for batch, cells, least in ((7, None, 1), (64, None, 1), (64, 40, 1), (64, 40, 3)):  # 40 characters a call: one
+        # long text, or 40 of one; or at least 3 texts
+        probs = Predictor(d.path, batch_size=batch, max_cells=cells, min_texts=least).predict_proba(texts)[0]
+        np.testing.assert_allclose(probs, one, atol=1e-6)
     reversed_probs = Predictor(d.path, batch_size=7).predict_proba(texts[::-1])[0]
     np.testing.assert_allclose(reversed_probs[::-1], one, atol=1e-6)
 

@@ -15,7 +15,8 @@ from .order import longest_first
 
 
 def length_batches(lengths: np.ndarray, batch_size: int, rank: int = 0, world: int = 1,
-                   ascending: bool = False, max_cells: int | None = None) -> Iterator[np.ndarray]:
+                   ascending: bool = False, max_cells: int | None = None,
+                   min_rows: int = 1) -> Iterator[np.ndarray]:
     """Row positions of each batch of `batch_size` rows, longest texts first (`order.longest_first`).
 
     `rank`/`world`: this process's share (every `world`-th row of the order, from `rank`), batched alone.
@@ -23,13 +24,14 @@ def length_batches(lengths: np.ndarray, batch_size: int, rank: int = 0, world: i
     the batch holds the same rows either way.
     `max_cells`: at most this many rows x the batch's longest text (at least one row), so a batch of long texts
     holds fewer rows and one of short texts up to `batch_size`: predict's peak memory follows the cells, not the
-    rows (its n-gram rows are [rows, n-grams, width] floats).
+    rows (its n-gram rows are [rows, n-grams, width] floats). `min_rows`: yet at least this many rows (up to
+    `batch_size`), so the longest texts' batches do not pay a model call's fixed cost for a handful of rows.
     """
     order = longest_first(lengths)[rank::world]
     longest = np.maximum(np.asarray(lengths)[order], 1)
     start = 0
     while start < len(order):
-        rows = batch_size if max_cells is None else max(1, min(batch_size, max_cells // int(longest[start])))
+        rows = batch_size if max_cells is None else min(batch_size, max(1, min_rows, max_cells // int(longest[start])))
         idx = order[start : start + rows]
         yield np.sort(idx) if ascending else idx
         start += rows

@@ -151,10 +151,12 @@ def check_fold(fold: FoldMap, pixels: int, width: int | str | None, spans: int) 
 
 
 BATCH_SIZE = 128  # texts a model call holds at most ...
-MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 10 texts of 96 characters, 128 of 8. The n-gram
+MAX_BATCH_CELLS = 1024  # ... and characters (texts x the longest): 16 texts of 64 characters, 128 of 8. The n-gram
 # rows a call reads are [texts, n-grams, width] floats, so cells, not texts, set predict's peak memory: 124 against
-# 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md). 2,048 spares half the
-# calls' fixed cost (~52 us each): 3 % less time on the held-out prose, 1-4 MiB more peak on the UI strings
+# 182 MiB with the spare-row table and 1,024-line chunks, at 3 % more time (docs/deploy.md) ...
+MIN_BATCH_TEXTS = 16  # ... but at least 16 texts (1,536 characters of 96-character windows): a call's fixed cost
+# (~52 us) over 10 windows was 5 % of predict's time on the held-out prose; 2,048 characters for every call instead
+# cost 1-4 MiB more peak on the UI strings, whose short texts fill a call (docs/deploy.md)
 RUN_CHUNK = 1024  # texts laid out and classified at a time by `predict` (and lines the command reads at a time)
 FOLD_CHUNK = foldmap.CHUNK  # glyphs folded into the table at a time (the first fold refolds the whole atlas); the
 # fold map's own chunk, so the first fold's products have the export's shapes and its rows come out as exported
@@ -166,10 +168,10 @@ class Predictor:
 
     def __init__(self, model_path: str | os.PathLike, threads: int | None = 1, batch_size: int = BATCH_SIZE,
                  languages: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD,
-                 max_cells: int | None = MAX_BATCH_CELLS) -> None:
+                 max_cells: int | None = MAX_BATCH_CELLS, min_texts: int = MIN_BATCH_TEXTS) -> None:
         """`threshold`: below this probability the answer is a confusable group or no language (`undecided`), see
         deploy/decide.py; 0 always answers the most probable label. A model call holds at most `batch_size` texts
-        and `max_cells` characters (texts x the longest; None: no cap)."""
+        and `max_cells` characters (texts x the longest; None: no cap), yet `min_texts` texts where it can."""
         from ..data.atlas import GlyphAtlas
         from ..data.render import Renderer, RenderSettings
 
@@ -211,7 +213,7 @@ class Predictor:
                                            "snakemake quantize_onnx")
         self.table_scale: np.ndarray | None = None  # the int8 table's column scales (glyph_table_scale)
         self.keys: np.ndarray | None = None  # the glyph_keys input, once a glyph beyond the export is folded
-        self.batch_size, self.max_cells = batch_size, max_cells
+        self.batch_size, self.max_cells, self.min_texts = batch_size, max_cells, min_texts
         self.min_chars = int(self.config.get("text_length", {}).get("min_chars", 0))
         self.notices = Notices()
         self.decider = Decider(self.labels, threshold)
@@ -365,7 +367,7 @@ class Predictor:
         """Logits [N, classes] of atlas glyph ids, sorted by length into trimmed batches (original order back)."""
         out = np.empty((len(ids), len(self.labels)), np.float32)
         s = self.settings
-        for idx in length_batches(lengths, self.batch_size, max_cells=self.max_cells):
+        for idx in length_batches(lengths, self.batch_size, max_cells=self.max_cells, min_rows=self.min_texts):
             feeds = onnxmodel.deployed_batch(ids[idx], lengths[idx], s.lines, s.line_chars)
             if self.table is not None:
                 feeds[onnxmodel.TABLE_NAME] = self.table
