@@ -139,16 +139,11 @@ def session_options(threads: int | None, arena: bool = True):
     less peak memory at the same speed, docs/deploy.md), and keeps no memory pattern: a pattern is planned and kept
     for every new set of input shapes, and predict's batches, trimmed to their longest text, come in hundreds
     (the every-language int8 student on 185,590 UI strings: peak 159-161 MiB without, 219-231 with; fp32 178-182
-    against 188-200; no slower).
-    onnxruntime's QDQ transformers are off: they copy the DequantizeLinear that the int4 n-gram rows' two products
-    share (one more float copy of the rows a call) and fuse the int8 head into a QGemm; without them onnxruntime
-    is 3 % faster on the held-out prose, with the same logits in 819 of its 822 calls (the others within 0.13: the
-    head's rounding of a tie) and the same answers (docs/deploy.md)."""
+    against 188-200; no slower)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.add_session_config_entry("session.disable_quant_qdq", "1")
     so.enable_cpu_mem_arena = arena
     so.enable_mem_pattern = arena
     if threads:
