@@ -754,6 +754,7 @@ def test_predict_refuses_nan_logits_and_writes_strict_json(deployed_student):
     ("atlas altered", "glyph atlas checksum differs"),
     ("fold map not base64", "fold map cannot be used"),
     ("fold map of another width", "fold map cannot be used"),
+    ("glyph scripts beyond their names", "glyph scripts: codes beyond"),
 ])
 def test_damaged_model_metadata_is_refused_in_one_line(deployed_student, tmp_path, capsys, damage, expected):
     """The model file carries what predict needs to read text (render settings, atlas, fold map): damaged, the
@@ -778,6 +779,9 @@ def test_damaged_model_metadata_is_refused_in_one_line(deployed_student, tmp_pat
         onnxmodel.set_metadata(model, {onnxmodel.META_CONFIG: json.dumps(config)})
     elif damage == "fold map not base64":
         onnxmodel.set_metadata(model, {onnxmodel.META_FOLD: json.dumps({**fold, "matrix": {"shape": [1], "data": "%"}})})
+    elif damage == "glyph scripts beyond their names":
+        scripts = json.loads(meta[onnxmodel.META_SCRIPTS])
+        onnxmodel.set_metadata(model, {onnxmodel.META_SCRIPTS: json.dumps({**scripts, "names": scripts["names"][:-1]})})
     else:
         narrower = {k: onnxmodel.encode_array(onnxmodel.decode_array(fold[k])[..., :-1]) for k in ("matrix", "offset")}
         onnxmodel.set_metadata(model, {onnxmodel.META_FOLD: json.dumps({**fold, **narrower})})

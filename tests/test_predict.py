@@ -1074,6 +1074,41 @@ def test_script_gate_classifies_a_glyph_when_a_text_first_holds_it():
     assert gate.reasons(np.array([[5]]), np.array([1])) == [None] and gate.done[5]
 
 
+def test_script_gate_takes_the_glyphs_scripts_from_the_file():
+    """The codes `glyph_script_codes` writes give the gate what classifying each glyph gives: no letter, one script
+    (known or not), letters of several scripts (left to classify when a text holds it)."""
+    from pixelpipe.data.scripts import SEVERAL, ScriptGate, glyph_script_codes, read_glyph_scripts
+
+    clusters = [" ", "a", "\u0431", "1", "\u05e2", "a\u0431", "\U0001F600", "\u00df"]
+    names, codes = read_glyph_scripts(json.loads(json.dumps(glyph_script_codes(clusters))))
+    assert names == ["LATIN", "CYRILLIC", "HEBREW"] and codes.tolist() == [0, 1, 2, 0, 3, SEVERAL, 0, 1]
+    ids = np.arange(len(clusters))[:, None]
+    for known in (["LATIN"], ["CYRILLIC", "HEBREW"]):
+        lazy, preset = ScriptGate(known), ScriptGate(known)
+        lazy.update(clusters)
+        preset.preset(names, codes)
+        preset.update(clusters)
+        assert preset.done.tolist() == [True] * 5 + [False] + [True] * 2
+        assert preset.reasons(ids, np.ones(len(clusters), np.int64)) == lazy.reasons(ids, np.ones(len(clusters), np.int64))
+        assert preset.known_letter.tolist() == lazy.known_letter.tolist()
+    with pytest.raises(ValueError, match="beyond"):
+        read_glyph_scripts({"names": names[:2], "codes": glyph_script_codes(clusters)["codes"]})
+
+
+def test_a_file_without_glyph_scripts_answers_alike(deployed_student, tmp_path):
+    """The exported file carries its glyphs' scripts (the gate classifies none at start-up); an earlier file
+    without them gets the same answers and reasons, its glyphs classified as texts bring them."""
+    d = deployed_student
+    earlier = onnx.load(str(d.path))
+    del earlier.metadata_props[[e.key for e in earlier.metadata_props].index(onnxmodel.META_SCRIPTS)]
+    onnx.save(earlier, str(tmp_path / "earlier.onnx"))
+    texts = [*TEXTS, *du.real_texts(), "12345", "\U0001F600\U0001F600", f"{du.UNSEEN} neu"]
+    for languages in (None, ["de", "ru"]):
+        now, then = Predictor(d.path, languages=languages), Predictor(tmp_path / "earlier.onnx", languages=languages)
+        assert now.gate.done[1:].all() and not then.gate.done.any()
+        assert [(p.label, p.reason) for p in now.predict(texts)] == [(p.label, p.reason) for p in then.predict(texts)]
+
+
 def test_the_command_reads_a_chunk_of_lines_or_of_characters():
     """predict classifies CHUNK lines at a time, fewer where they reach CHUNK_CHARS characters (the layout's
     temporaries grow with the characters, not the lines); an undecodable line counts as empty; nothing is lost."""

@@ -36,6 +36,7 @@ META_CONFIG = "pixelpipe.config"
 META_INPUT = "pixelpipe.input"
 META_FOLD = "pixelpipe.fold"
 META_FONTS = "pixelpipe.fonts"  # the TrueType faces' coverage (data/fonts.coverage), read by predict without fontTools
+META_SCRIPTS = "pixelpipe.glyph_scripts"  # the atlas glyphs' scripts (data/scripts.glyph_script_codes)
 INPUT_NAMES = ("glyphs", "lengths")
 TABLE_NAME = "glyph_table"
 TABLE_SCALE_NAME = "glyph_table_scale"  # an int8 glyph table's column scales (quantize.glyph_table: int8)
@@ -99,9 +100,11 @@ def metadata_entries(student_config: dict[str, Any], fold: dict[str, Any]) -> di
     """The metadata_props an exported model carries (all values are strings, as ONNX requires). `fold` holds
     the deploy form and the fold map (matrix, offset) as `encode_array` dicts."""
     from ..data.fonts import coverage
+    from ..data.scripts import glyph_script_codes
 
     return {META_FORMAT: FORMAT, META_CONFIG: json.dumps(student_config, sort_keys=True), META_INPUT: INPUT_DOC,
-            META_FOLD: json.dumps(fold), META_FONTS: json.dumps(coverage(student_config["render"]["fonts"]))}
+            META_FOLD: json.dumps(fold), META_FONTS: json.dumps(coverage(student_config["render"]["fonts"])),
+            META_SCRIPTS: json.dumps(glyph_script_codes(student_config["atlas"]["clusters"]))}
 
 
 def set_metadata(model: Any, entries: dict[str, str]) -> None:
@@ -170,7 +173,8 @@ def open_session(path: str | os.PathLike, threads: int | None = None, arena: boo
 
 def read_metadata(session_or_path: Any) -> dict[str, Any]:
     """{'config': student config dict, 'fold': {'form', 'spans', 'matrix', 'offset', 'key_weights'}, 'fonts': the
-    TrueType faces' coverage ({} in an earlier file)} from a session or file; ModelFileError names what is wrong."""
+    TrueType faces' coverage ({} in an earlier file), 'scripts': the atlas glyphs' scripts (None in an earlier
+    file)} from a session or file; ModelFileError names what is wrong."""
     session = open_session(session_or_path) if isinstance(session_or_path, (str, os.PathLike)) else session_or_path
     props = session.get_modelmeta().custom_metadata_map
     where = getattr(session, "_model_path", None) or "the model"
@@ -180,6 +184,7 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
     try:
         config, fold = json.loads(props[META_CONFIG]), json.loads(props[META_FOLD])
         fonts = json.loads(props.get(META_FONTS, "{}"))
+        scripts = json.loads(props[META_SCRIPTS]) if META_SCRIPTS in props else None
     except json.JSONDecodeError as e:
         raise ModelFileError(f"{where}: pixelpipe metadata is not valid JSON ({e})") from None
     for key in ("labels", "render", "atlas", "encoder"):
@@ -189,7 +194,7 @@ def read_metadata(session_or_path: Any) -> dict[str, Any]:
     if not isinstance(labels, list) or not labels or (isinstance(classes, int) and len(labels) != classes):
         raise ModelFileError(f"{where}: metadata has {len(labels) if isinstance(labels, list) else 'no'} labels but the "
                              f"model outputs {classes} logits")
-    return {"config": config, "fold": fold, "fonts": fonts}
+    return {"config": config, "fold": fold, "fonts": fonts, "scripts": scripts}
 
 
 def deployed_batch(glyphs: np.ndarray, lengths: np.ndarray, lines: int, line_chars: int) -> dict[str, np.ndarray]:

@@ -36,7 +36,7 @@ from ..data import languages as registry
 from ..data.atlas import control_characters, drop_undrawable, undrawable
 from ..data.glyphkeys import cell_keys
 from ..data.fonts import carry_coverage
-from ..data.scripts import ScriptGate, written_scripts
+from ..data.scripts import ScriptGate, read_glyph_scripts, written_scripts
 from . import onnxmodel
 from ..core.reliability import LengthTemperatures
 from .decide import DEFAULT_THRESHOLD, UNDECIDED, Decider
@@ -187,6 +187,8 @@ class Predictor:
             self.atlas = GlyphAtlas.from_dict(self.config["atlas"], self.settings.fonts, self.settings.font_size)
             self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
             self.spans = int(fold["spans"])
+            # the exported glyphs' scripts (None, an earlier file: classified as texts bring them)
+            self.glyph_scripts = read_glyph_scripts(meta["scripts"]) if meta["scripts"] is not None else None
             check_fold(self.fold, self.settings.cell_height * self.settings.cell_width, table_width(self.session),
                        self.spans)
         except (TypeError, ValueError, KeyError) as e:
@@ -250,8 +252,12 @@ class Predictor:
         iso = registry.scripts(languages) if languages is not None else None
         written = written_scripts(iso) if iso is not None else None
         if written is None:
-            return ScriptGate(known) if known is not None else None
-        return ScriptGate(written if known is None else written & set(known), users="allowed language")
+            gate = ScriptGate(known) if known is not None else None
+        else:
+            gate = ScriptGate(written if known is None else written & set(known), users="allowed language")
+        if gate is not None and self.glyph_scripts is not None:
+            gate.preset(*self.glyph_scripts)
+        return gate
 
     @property
     def language_names(self) -> dict[str, str | None]:
