@@ -1080,7 +1080,7 @@ def test_script_gate_takes_the_glyphs_scripts_from_the_file():
     from pixelpipe.data.scripts import SEVERAL, ScriptGate, glyph_script_codes, read_glyph_scripts
 
     clusters = [" ", "a", "\u0431", "1", "\u05e2", "a\u0431", "\U0001F600", "\u00df"]
-    names, codes = read_glyph_scripts(json.loads(json.dumps(glyph_script_codes(clusters))))
+    names, codes = read_glyph_scripts(json.loads(json.dumps(glyph_script_codes(clusters))), len(clusters))
     assert names == ["LATIN", "CYRILLIC", "HEBREW"] and codes.tolist() == [0, 1, 2, 0, 3, SEVERAL, 0, 1]
     ids = np.arange(len(clusters))[:, None]
     for known in (["LATIN"], ["CYRILLIC", "HEBREW"]):
@@ -1092,7 +1092,9 @@ def test_script_gate_takes_the_glyphs_scripts_from_the_file():
         assert preset.reasons(ids, np.ones(len(clusters), np.int64)) == lazy.reasons(ids, np.ones(len(clusters), np.int64))
         assert preset.known_letter.tolist() == lazy.known_letter.tolist()
     with pytest.raises(ValueError, match="beyond"):
-        read_glyph_scripts({"names": names[:2], "codes": glyph_script_codes(clusters)["codes"]})
+        read_glyph_scripts({"names": names[:2], "codes": glyph_script_codes(clusters)["codes"]}, len(clusters))
+    with pytest.raises(ValueError, match="8 codes for an atlas of 9 glyphs"):
+        read_glyph_scripts(glyph_script_codes(clusters), len(clusters) + 1)
 
 
 def test_a_file_without_glyph_scripts_answers_alike(deployed_student, tmp_path):

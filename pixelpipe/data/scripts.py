@@ -110,12 +110,15 @@ def glyph_script_codes(clusters: Sequence[str]) -> dict[str, Any]:
     return {"names": list(names), "codes": base64.b64encode(codes.tobytes()).decode("ascii")}
 
 
-def read_glyph_scripts(entry: dict[str, Any]) -> tuple[list[str], np.ndarray]:
-    """(script names, a code per glyph) of a `glyph_script_codes` entry; ValueError when it is malformed."""
+def read_glyph_scripts(entry: dict[str, Any], glyphs: int) -> tuple[list[str], np.ndarray]:
+    """(script names, a code per glyph) of a `glyph_script_codes` entry for an atlas of `glyphs` glyphs; ValueError
+    when it is malformed or covers another number of glyphs (a glyph drawn later would get another's script)."""
     names = [str(name) for name in entry["names"]]
     codes = np.frombuffer(base64.b64decode(entry["codes"], validate=True), np.uint8)
     if len(names) >= SEVERAL or (codes[codes != SEVERAL] > len(names)).any():
         raise ValueError(f"glyph scripts: codes beyond the {len(names)} script names")
+    if len(codes) != glyphs:
+        raise ValueError(f"glyph scripts: {len(codes)} codes for an atlas of {glyphs} glyphs")
     return names, codes
 
 

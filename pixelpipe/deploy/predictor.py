@@ -188,7 +188,8 @@ class Predictor:
             self.fold = FoldMap(onnxmodel.decode_array(fold["matrix"]), onnxmodel.decode_array(fold["offset"]))
             self.spans = int(fold["spans"])
             # the exported glyphs' scripts (None, an earlier file: classified as texts bring them)
-            self.glyph_scripts = read_glyph_scripts(meta["scripts"]) if meta["scripts"] is not None else None
+            self.glyph_scripts = read_glyph_scripts(meta["scripts"], len(self.atlas)) \
+                if meta["scripts"] is not None else None
             check_fold(self.fold, self.settings.cell_height * self.settings.cell_width, table_width(self.session),
                        self.spans)
         except (TypeError, ValueError, KeyError) as e:
