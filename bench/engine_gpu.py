@@ -189,7 +189,6 @@ def run_row(row: Row, cfg: EncoderConfig, dataset: CacheDataset, device: torch.d
         out.update(gpu_busy=busy / span if span > 0 else None,
                    peak_allocated_gib=torch.cuda.max_memory_allocated(device) / 2**30,
                    peak_reserved_gib=torch.cuda.max_memory_reserved(device) / 2**30)
-    del model, fwd_model, opt, loader, batches
     return out
 
 
