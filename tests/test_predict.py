@@ -1105,8 +1105,8 @@ def test_a_file_without_glyph_scripts_answers_alike(deployed_student, tmp_path):
     del earlier.metadata_props[[e.key for e in earlier.metadata_props].index(onnxmodel.META_SCRIPTS)]
     onnx.save(earlier, str(tmp_path / "earlier.onnx"))
     texts = [*TEXTS, *du.real_texts(), "12345", "\U0001F600\U0001F600", f"{du.UNSEEN} neu"]
-    for languages in (None, ["de", "ru"]):
-        now, then = Predictor(d.path, languages=languages), Predictor(tmp_path / "earlier.onnx", languages=languages)
+    for allowed in (None, ["de", "ru"]):
+        now, then = Predictor(d.path, languages=allowed), Predictor(tmp_path / "earlier.onnx", languages=allowed)
         assert now.gate.done[1:].all() and not then.gate.done.any()
         assert [(p.label, p.reason) for p in now.predict(texts)] == [(p.label, p.reason) for p in then.predict(texts)]
 
