@@ -293,6 +293,21 @@ def test_render_split_shards_and_manifest(tmp_path):
     assert any("7 of 7 texts (100.0 %)" in line and "render.line_chars" in line for line in logs)
 
 
+def test_atlas_clusters_follow_what_is_added():
+    """`clusters` is the glyph-id order, built once while nothing is added (predict asks twice a chunk) and again
+    after a cluster is drawn; `to_dict` hands out a list of its own."""
+    s = settings()
+    atlas = GlyphAtlas.from_dict(GlyphAtlas(s.fonts, s.font_size, s.cell_height, s.cell_width,
+                                            cells={"a": np.zeros((s.cell_height, s.cell_width), np.uint8)}).to_dict(),
+                                 s.fonts, s.font_size)
+    first = atlas.clusters
+    assert first == [" ", "a"] and atlas.clusters is first
+    assert atlas.lookup("b") == 2 and atlas.clusters == [" ", "a", "b"] and atlas.lookup("a") == 1
+    names = atlas.to_dict()["clusters"]
+    names.append("z")
+    assert atlas.clusters == [" ", "a", "b"]
+
+
 def test_glyph_ids_are_the_charset_positions_in_every_split(tmp_path):
     """Each split's atlas is drawn from the run's charset: a glyph id means one character everywhere."""
     charset = write_corpus(tmp_path / "all.parquet", ["abc xyz", "zz top"])[1]

@@ -384,6 +384,7 @@ class GlyphAtlas:
         self.fonts, self.font_size = tuple(fonts), int(font_size)
         self.cell_height, self.cell_width = int(cell_height), int(cell_width)
         self.index: dict[str, int] = {SPACE: 0}
+        self._clusters: list[str] = []  # `clusters`, kept while no cluster is added (the index only grows)
         # every cell in one array, rows past len(self) spare: no array object a glyph (12,000 of them with every
         # language were 1.4 MB of predict's memory) and no restacking when the atlas grows
         self._store = np.zeros((1 + len(cells or {}), cell_height, cell_width), np.uint8)
@@ -455,13 +456,16 @@ class GlyphAtlas:
     @property
     def clusters(self) -> list[str]:
         """Clusters in glyph-id order: the index's own order, since a cluster gets the next id when it is first added
-        and keeps it (predict asks once a chunk of texts: no sort of every cluster)."""
-        return list(self.index)
+        and keeps it (predict asks twice a chunk of texts: no sort of every cluster, and no new list of 12,000 while
+        none was added). Read it, do not change it."""
+        if len(self._clusters) != len(self.index):
+            self._clusters = list(self.index)
+        return self._clusters
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe atlas: cluster list in glyph-id order (space first) plus the zlib-compressed, base64 cells.
         Glyph ids survive a round trip: the cache stores them."""
-        names = self.clusters
+        names = list(self.clusters)  # its own list: the caller may change it
         cells = self.cells
         # zlib level 6: the every-language atlas (1.6 MB of cells) in 0.06 s to 218 KB; level 9 took 1.0 s for
         # 195 KB, at the start of every run (the disk preflight) and in every job that writes the atlas
@@ -491,7 +495,7 @@ class GlyphAtlas:
         atlas = cls(fonts, font_size, h, w)  # ids are the positions: the cells in one copy, not 12,000 `_add`s
         atlas._store = np.zeros((len(names) + 1, h, w), np.uint8)  # (10 ms of every predict command's start)
         atlas._store[: len(names)] = cells
-        atlas.index, atlas._count = index, len(names)
+        atlas.index, atlas._count, atlas._clusters = index, len(names), names
         return atlas
 
 
