@@ -103,9 +103,10 @@ def glyph_script_codes(clusters: Sequence[str]) -> dict[str, Any]:
     codes = np.zeros(len(clusters), np.uint8)
     for g, cluster in enumerate(clusters):
         scripts = text_scripts(cluster)
-        if len(scripts) == 1 and (len(names) < SEVERAL - 1 or next(iter(scripts)) in names):
-            codes[g] = names.setdefault(next(iter(scripts)), len(names) + 1)
-        elif scripts:
+        script = next(iter(scripts)) if len(scripts) == 1 else None
+        if script is not None and (script in names or len(names) < SEVERAL - 1):
+            codes[g] = names.setdefault(script, len(names) + 1)
+        elif scripts:  # several scripts, or one past the codes a byte holds: classified when a text holds it
             codes[g] = SEVERAL
     return {"names": list(names), "codes": base64.b64encode(codes.tobytes()).decode("ascii")}
 
