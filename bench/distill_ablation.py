@@ -6,6 +6,8 @@ train rows beyond student.train.rows_per_language, soft targets only) at the dis
 It reuses a finished pipeline run (its cache, encoded dataset, teacher and labels), so only the students train:
 
     python bench/distill_ablation.py --results results --seeds 0 1 2 --out /tmp/ablation [--arms distilled transfer]
+
+`--arm NAME=JSON` adds an arm of config overrides (e.g. `kd='{"student": {"distill": {"ce_weight": 0.2}}}'`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pixelpipe.evaluate.scorers import TorchScorer
 from pixelpipe.evaluate.sets import EvaluateSettings, heldout_sets
 from pixelpipe.train.run import train_student
 
-BUCKETS = ("all", "<20", "20-40", "40-100", "15-40")
+BUCKETS = ("all", "<20", "20-40", "40-100", ">100", "15-40")
 ARMS = {"distilled": {}, "labels_only": {"student": {"distill": {"kl_weight": 0.0, "sketch_weight": 0.0}}},
         "transfer": {"student": {"distill": {"transfer": True}}}}
 
@@ -56,9 +58,20 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=Path("results"), help="a finished run's results directory")
     ap.add_argument("--config", default="config.yaml", help="the config that run used")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=["distilled", "labels_only"])
+    ap.add_argument("--arms", nargs="*", choices=list(ARMS), default=["distilled", "labels_only"])
+    ap.add_argument("--arm", action="append", default=[], metavar="NAME=JSON",
+                    help="one more arm: its name and its config overrides as JSON (repeatable)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    for spec in args.arm:
+        name, _, overrides = spec.partition("=")
+        try:
+            ARMS[name] = json.loads(overrides)
+        except json.JSONDecodeError as e:
+            ap.error(f"--arm {spec!r}: the overrides after '=' are not JSON ({e})")
+        if not name or name in args.arms or not isinstance(ARMS[name], dict):
+            ap.error(f"--arm {spec!r}: give a new arm's name, '=', and a JSON object of config overrides")
+        args.arms.append(name)
     labels = json.loads((args.results / "corpus" / "labels.json").read_text())["labels"]
     rows = []
     for seed in args.seeds:
