@@ -66,10 +66,10 @@ def main() -> None:
     for spec in args.arm:
         name, _, overrides = spec.partition("=")
         try:
-            ARMS[name] = json.loads(overrides)
+            ARMS[name] = json.loads(overrides) if name and name not in ARMS else None
         except json.JSONDecodeError as e:
             ap.error(f"--arm {spec!r}: the overrides after '=' are not JSON ({e})")
-        if not name or name in args.arms or not isinstance(ARMS[name], dict):
+        if not isinstance(ARMS[name], dict):
             ap.error(f"--arm {spec!r}: give a new arm's name, '=', and a JSON object of config overrides")
         args.arms.append(name)
     labels = json.loads((args.results / "corpus" / "labels.json").read_text())["labels"]
