@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from pixelpipe.config.resolve import load_config
+from pixelpipe.config.resolve import deep_merge, load_config
 from pixelpipe.core.io import read_json
 from pixelpipe.model.encoder import TRMVisionEncoder
 from pixelpipe.plan.memory import activation_bytes_per_sample, predict_train_memory
@@ -341,3 +341,16 @@ def test_predictions_within_tolerance_on_tiny(tiny_workdir):
             if abs(err) > tol and not (key == "disk_written_bytes" and abs(pred[key] - m[key]) <= slack):
                 failures.append(f"{m['rule']}/{path.stem} {key}: predicted {pred[key]}, measured {m[key]} ({err:+.1f} %)")
     assert not failures, "\n".join(failures)
+
+
+def test_a_larger_batch_is_planned_faster_on_cpu(tiny_cfg):
+    """The same trained samples in half the optimizer steps cost less on a CPU (CPU_TRAIN_STEP_S: the table update
+    and the launches are paid a step), as measured at batch 256 against 64 and 128 (docs/benchmarks.md)."""
+    def student(batch: int, epochs: float) -> dict:
+        cfg = deep_merge(tiny_cfg, {"student": {"train": {"batch_size": batch, "epochs": epochs}}})
+        return {s["key"]: s for s in plan_workflow(cfg)["stages"]}["train_student/student"]
+
+    small, large = student(8, 4), student(16, 4)
+    assert large["samples"] == small["samples"]
+    assert large["detail"]["steps"] * 2 == small["detail"]["steps"]
+    assert large["work_s"] < small["work_s"]

@@ -242,7 +242,7 @@ def _predict_train(inp: PlanInputs, role: RoleSettings, enc: EncoderConfig, extr
     per_text = table_elements(enc, tokens["mean_clusters"])
     wall = train_wall_s(flops["train"], samples, inp.sizes["val"] * math.ceil(train.epochs) * flops["val"]
                         + inp.sizes["test"] * flops["test"], inp.gflops, enc.core, inp.cuda,
-                        samples * per_text, evaluated * per_text)
+                        samples * per_text, evaluated * per_text, steps)
     saves = len({s for s in range(every, steps, every)} | {steps})  # Trainer: every `every` steps, and at the end
     left = min(keep, saves) * ckpt + len(run_fingerprint_placeholder) + 1  # + the RUN marker
     sp = StagePlan(f"train_{role.role}", role.role, sum(host.values()), model_file + cfg_json + csv, time=wall,

@@ -36,7 +36,7 @@ STAGE_STARTUP_S = 6.0
 # (teacher 80.2 s for a predicted 107.0 s at 1.0; bench/growth.py checked it at 1x-100x the corpus); "none" was
 # set, with the table terms below, from the first default run with tables on the 2-core EPYC (teacher 134 s,
 # student 101 s); how far the published model is off before any time factors: docs/benchmarks.md.
-# "none" was refitted with CPU_TRAIN_ROW_S below on the every-language default's run (Xeon, 2af6b35; teacher 207 s,
+# "none" was refitted with a per-row term on the every-language default's run (Xeon, 2af6b35; teacher 207 s,
 # student 250 s measured, 186 and 86 s predicted before): two jobs, two unknowns, so in-sample; the previous
 # version's two runs of that default (teacher 232 / 245 s, student 259 / 271 s) are then within -11 % and -4 %.
 CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 1.65}
@@ -64,23 +64,27 @@ def _rate(gflops: float, core: str, cuda: bool, table: dict[str, float] = CPU_CO
 # gradient into it and LazyAdamW rewrites it with its two moments. Seconds per n-gram row element (row width x
 # n-grams) trained, and per element read in inference; set from the first default run with tables on the 2-core
 # EPYC (teacher 2^19 x 128, student 2^17 x 64).
-TABLE_TRAIN_S_PER_ELEMENT = 1.37e-9  # 5.0e-9 before the refit with CPU_TRAIN_ROW_S (same runs as "none" above)
+TABLE_TRAIN_S_PER_ELEMENT = 1.37e-9  # 5.0e-9 before the refit with a per-row term (same runs as "none" above)
 TABLE_INFER_S_PER_ELEMENT = 2.0e-9
-# What a trained row costs on a CPU besides its FLOPs and table rows, whatever the model's size: building its batch
-# in Python (window cuts, text rewrites, glyph rows), the loss, the small dense updates, kernel launches. On the
-# every-language default the per-row cost is nearly the same for the teacher and the student (582 and 468 us)
-# although the teacher computes 3.9x the FLOPs: this term is most of a CPU step (the profile, docs/benchmarks.md
-# "Where the training time goes").
-CPU_TRAIN_ROW_S = 411e-6
+# What training costs on a CPU besides its FLOPs and table rows, whatever the model's size: a share for each row
+# (building its batch in Python: window cuts, text rewrites, glyph rows) and a share for each optimizer step (the
+# sparse table's update of the rows a batch touches, which common n-grams share, the small dense updates, kernel
+# launches), so a larger batch costs less a row (the profile: docs/benchmarks.md "Where the training time goes").
+# Least squares over the training jobs of both every-language defaults on the 2-core EPYC (teacher 153 / 219 s at
+# batch 128 / 256, student 189 / 177 s at 64 / 256; docs/benchmarks.md "More reads at batch 256"): within -10 % to
+# +8 % of them, in-sample (one per-row term of 411 us, fitted on the Xeon, was off by +124 % and +143 % at batch 256).
+CPU_TRAIN_ROW_S = 45e-6
+CPU_TRAIN_STEP_S = 19.3e-3
 
 
 def train_wall_s(flops: float, samples: int, eval_flops: float, gflops: float, core: str = "recursive",
-                 cuda: bool = False, table_elements: float = 0.0, eval_table_elements: float = 0.0) -> WallTime:
+                 cuda: bool = False, table_elements: float = 0.0, eval_table_elements: float = 0.0,
+                 steps: int = 0) -> WallTime:
     """A training job: forward and backward (3x the forward FLOPs) per trained sample, plus `eval_flops` for the
     evaluation forwards; `table_elements` = n-gram rows x row width over all trained samples; on a CPU also
-    CPU_TRAIN_ROW_S a trained sample."""
+    CPU_TRAIN_ROW_S a trained sample and CPU_TRAIN_STEP_S an optimizer step."""
     table = 0.0 if cuda else (table_elements * TABLE_TRAIN_S_PER_ELEMENT + eval_table_elements * TABLE_INFER_S_PER_ELEMENT
-                              + samples * CPU_TRAIN_ROW_S)
+                              + samples * CPU_TRAIN_ROW_S + steps * CPU_TRAIN_STEP_S)
     return WallTime(STAGE_STARTUP_S, 3 * flops * samples / _rate(gflops, core, cuda)
                     + eval_flops / _rate(gflops, core, cuda, CPU_INFER_EFFICIENCY) + table)
 
