@@ -38,7 +38,8 @@ STAGE_STARTUP_S = 6.0
 # student 101 s); how far the published model is off before any time factors: docs/benchmarks.md.
 # "none" was refitted with a per-row term on the every-language default's run (Xeon, 2af6b35; teacher 207 s,
 # student 250 s measured, 186 and 86 s predicted before): two jobs, two unknowns, so in-sample; the previous
-# version's two runs of that default (teacher 232 / 245 s, student 259 / 271 s) are then within -11 % and -4 %.
+# version's two runs of that default (teacher 232 / 245 s, student 259 / 271 s) were then within -11 % and -4 % (before
+# the row and step terms below were refitted on the EPYC, which is faster: the Xeon's time factors now scale them up).
 CPU_CORE_EFFICIENCY = {"recursive": 1.35, "none": 1.65}
 # Inference (encode, the training jobs' evaluation passes) runs faster per FLOP than training: no backward, no
 # saved tensors. "recursive": scoring.evaluate on the Xeon's default test split before the tables (teacher 3,401
