@@ -155,6 +155,22 @@ def test_the_exported_graph_sums_spans_in_one_product_and_buckets_ngrams_with_on
     assert "ReduceSum" not in {n.op_type for n in graph.node if table_gather.output[0] in n.input}
 
 
+def test_word_buckets_export_and_compute_the_torch_student(tmp_path):
+    """With whole-word rows on (`ngram_words`), the exported graph hashes each word as torch does: onnxruntime's
+    logits are torch's on real text, for the batch and for its texts alone."""
+    model, settings, atlas, ids, lengths = _student("none", "pair", 1, activation="relu", ngram_words=True,
+                                                    **du.TABLES)
+    assert model.ngrams.words
+    path = du.export(model, du.student_config(model, settings, atlas), tmp_path / "student.onnx")
+    ref = du.torch_logits(model, ids, lengths)
+    session = onnxmodel.open_session(path, 1)
+    feeds = onnxmodel.deployed_batch(ids, lengths, settings.lines, settings.line_chars)
+    np.testing.assert_allclose(onnxmodel.run_logits(session, feeds), ref, atol=1e-4, rtol=0)
+    for i in range(len(ids)):
+        one = onnxmodel.deployed_batch(ids[i : i + 1], lengths[i : i + 1], settings.lines, settings.line_chars)
+        np.testing.assert_allclose(onnxmodel.run_logits(session, one), ref[i : i + 1], atol=1e-4, rtol=0)
+
+
 @pytest.mark.parametrize("core,stem,lines", QUICK_EXPORTS)
 def test_glyph_table_is_an_overridable_input(exported, core, stem, lines):
     """The exported table is the default of the `glyph_table` input and is what the metadata's fold map computes

@@ -63,16 +63,29 @@ def bucket_of(h: np.ndarray, salt: int, bucket_bits: int) -> np.ndarray:
     return ((((h + salt) % KEY_MOD) * MIX) % KEY_MOD) >> (KEY_BITS - bucket_bits)
 
 
-def text_buckets(keys: np.ndarray, orders: int, bucket_bits: int) -> list[np.ndarray]:
-    """The bucket of every n-gram of one text, per order (the reference the models are tested against).
+def text_buckets(keys: np.ndarray, orders: int, bucket_bits: int, words: bool = False) -> list[np.ndarray]:
+    """The bucket of every n-gram of one text, per order, then (with `words`) of every word (the reference the
+    models are tested against).
 
     `keys` int64 [L, >= orders]: the text's glyph keys in reading order; the text is padded with one blank
-    (keys 0) on each side, so its first and last characters also start and end n-grams at a word boundary."""
+    (keys 0) on each side, so its first and last characters also start and end n-grams at a word boundary.
+    A word, a run of non-blank cells, hashes to the sum of the bigrams that end in its cells."""
     padded = np.concatenate([np.zeros((1, keys.shape[1]), np.int64), keys, np.zeros((1, keys.shape[1]), np.int64)])
-    salts = order_salts(orders)
+    salts = order_salts(orders + words)
     out = []
     for n in range(1, orders + 1):
         starts = len(padded) - n + 1
         h = sum(padded[i : i + starts, i] for i in range(n)) if starts > 0 else np.zeros(0, np.int64)
         out.append(bucket_of(np.asarray(h, np.int64), int(salts[n - 1]), bucket_bits))
+    if words:
+        blank = padded[:, 0] == 0
+        sums, word = [], 0
+        for q in range(1, len(padded)):
+            if blank[q]:
+                if not blank[q - 1]:
+                    sums.append(word)
+                word = 0
+            else:
+                word += int(padded[q - 1, 0] + padded[q, 1])
+        out.append(bucket_of(np.asarray(sums, np.int64), int(salts[orders]), bucket_bits))
     return out

@@ -87,6 +87,7 @@ class EncoderConfig(CellGrid):
     ngram_bits: int = 0
     ngram_dim: int = 0
     ngram_dropout: float = 0.0
+    ngram_words: bool = False
 
     @classmethod
     def section_keys(cls) -> list[str]:
@@ -105,7 +106,8 @@ class EncoderConfig(CellGrid):
     def from_dict(cls, d: dict) -> "EncoderConfig":
         """A saved encoder config (a model's config.json): exactly the fields. A model saved before `activation`
         existed used GELU."""
-        d = {"activation": "gelu", "ngram_orders": 0, "ngram_bits": 0, "ngram_dim": 0, "ngram_dropout": 0.0, **d}
+        d = {"activation": "gelu", "ngram_orders": 0, "ngram_bits": 0, "ngram_dim": 0, "ngram_dropout": 0.0,
+             "ngram_words": False, **d}
         check_keys(d, [f.name for f in fields(cls)], "'encoder' of a saved model")
         return cls(**d)
 
@@ -154,6 +156,9 @@ class EncoderConfig(CellGrid):
         if self.ngram_orders and not (1 <= self.ngram_bits <= 30 and self.ngram_dim >= 1):
             raise ValueError(f"n-gram tables need 1 <= ngram_bits <= 30 and ngram_dim >= 1, got {self.ngram_bits}, "
                              f"{self.ngram_dim}")
+        if self.ngram_words and not 2 <= self.ngram_orders <= 7:
+            raise ValueError(f"ngram_words hashes words from bigrams: it needs 2 <= ngram_orders <= 7, got "
+                             f"{self.ngram_orders}")
 
     @property
     def mixer_hidden(self) -> int:
@@ -256,7 +261,7 @@ class TRMVisionEncoder(nn.Module):
         self.sketch_norm = nn.LayerNorm(cfg.dim)
         self.children_proj = nn.Linear(cfg.dim, cfg.num_children * cfg.dim)
         self.ngrams = (GlyphNgrams(cfg.ngram_orders, cfg.ngram_bits, cfg.ngram_dim, cfg.cell_height * cfg.cell_width,
-                                   cfg.ngram_dropout)
+                                   cfg.ngram_dropout, cfg.ngram_words)
                        if cfg.ngram_orders else None)
         self.head_norm = nn.LayerNorm(cfg.head_features)
         self.head = nn.Linear(cfg.head_features, cfg.num_classes)
