@@ -183,27 +183,33 @@ def test_table_buckets_are_the_numpy_reference():
 
 
 def test_word_buckets_are_the_numpy_reference_and_one_per_word():
-    """With `ngram_words` each run of ink cells adds one more bucket, at its last cell: the reference's, a word's
-    bucket the same wherever it stands, and a different one for the same glyphs in another order."""
+    """With `ngram_words` each run of ink cells adds one more bucket after the n-grams': the reference's, in
+    reading order (one slot a cell, valid at a word's last), a word's bucket the same wherever it stands, and a
+    different one for its glyphs in another order."""
     from pixelpipe.data.glyphkeys import cell_keys, text_buckets
-    from pixelpipe.model.ngrams import ngram_buckets
 
     cfg = encoder_config(line_chars=9, num_classes=5, ngram_orders=3, ngram_bits=12, ngram_dim=4, ngram_words=True)
-    model = model_for(cfg)
+    ngrams = model_for(cfg).ngrams
     rows = [[1, 2, 0, 3, 4, 5, 0, 1, 2], [2, 1, 0, 0, 6, 0, 0, 0, 0], [0, 7, 7, 0, 0, 0, 0, 0, 0]]
     glyphs, lengths = torch.tensor(rows), torch.tensor([9, 5, 3])
     keys = cell_keys(toy_atlas().numpy(), 3)
-    ids, valid = ngram_buckets(model.ngrams.keys[glyphs], lengths, model.ngrams.salts, 12, words=True)
-    words = [ids[b, :, 3][valid[b, :, 3]].tolist() for b in range(3)]
-    for b, n in enumerate(lengths.tolist()):
-        ref = text_buckets(keys[glyphs[b, :n].numpy()], 3, 12, words=True)
-        assert len(ref) == 4 and words[b] == ref[3].tolist()
-        for order in range(3):
-            assert ids[b, :, order][valid[b, :, order]].tolist() == ref[order].tolist()
-    assert [len(w) for w in words] == [3, 2, 1]
-    assert words[0][0] == words[0][2] and words[0][0] != words[1][0]  # "12" twice; "21" is another word
+    for cut in (9, 8):
+        ids, valid = ngrams.buckets(ngrams.keys[glyphs[:, :cut]], lengths.clamp(max=cut))
+        assert ids.shape == valid.shape == (3, 4 * (cut + 2))
+        words = [ids[b, 3 * (cut + 2):][valid[b, 3 * (cut + 2):]].tolist() for b in range(3)]
+        for b, n in enumerate(lengths.clamp(max=cut).tolist()):
+            ref = text_buckets(keys[glyphs[b, :n].numpy()], 3, 12, words=True)
+            assert len(ref) == 4 and words[b] == ref[3].tolist()
+            flat = ids[b, : 3 * (cut + 2)].reshape(cut + 2, 3)
+            for order in range(3):
+                assert flat[:, order][valid[b, : 3 * (cut + 2)].reshape(cut + 2, 3)[:, order]].tolist() == \
+                    ref[order].tolist()
+    assert [len(w) for w in words] == [3, 2, 1] and len(ref[3]) == 1  # the last cut: "12 345 1", "21  6", " 77"
+    assert words[0][0] != words[1][0]  # "12" and "21"
+    whole = ngrams.buckets(ngrams.keys[glyphs], lengths)
+    assert whole[0][0, 3 * 11:][whole[1][0, 3 * 11:]].tolist()[::2] == [words[0][0]] * 2  # "12" at start and end
     plain = model_for(encoder_config(line_chars=9, num_classes=5, ngram_orders=3, ngram_bits=12, ngram_dim=4))
-    assert ngram_buckets(plain.ngrams.keys[glyphs], lengths, plain.ngrams.salts, 12)[0].shape[-1] == 3
+    assert plain.ngrams.buckets(plain.ngrams.keys[glyphs], lengths)[0].shape == (3, 3 * 11)
     with pytest.raises(ValueError, match="ngram_words"):
         encoder_config(ngram_orders=1, ngram_bits=8, ngram_dim=4, ngram_words=True).validate()
 

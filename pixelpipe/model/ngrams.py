@@ -23,14 +23,12 @@ from ..data.glyphkeys import KEY_BITS, KEY_MOD, MIX, cell_keys, key_weights, ord
 
 
 def ngram_buckets(keys: torch.Tensor, lengths: torch.Tensor, salts: torch.Tensor,
-                  bucket_bits: int, words: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bucket ids [B, T + 2, N (+ 1)], valid [B, T + 2, N (+ 1)]) of every n-gram of order 1..N (and each word).
+                  bucket_bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(bucket ids [B, T + 2, N], valid [B, T + 2, N]) of every n-gram of order 1..N.
 
     `keys` int64 [B, T, N]: each position's glyph keys in reading order (zero, the blank's, past a text's end);
     `lengths` [B]. Entry [b, p, n - 1] is the order-n n-gram starting at position p of the text padded with
-    one blank on each side; it is valid when it ends at or before the closing blank (p <= length + 2 - n).
-    With `words` (N >= 2), entry [b, p, N] is the word (a run of non-blank cells) that ends at position p
-    (`word_hashes`), valid at a word's last cell."""
+    one blank on each side; it is valid when it ends at or before the closing blank (p <= length + 2 - n)."""
     b, t, orders = keys.shape
     padded = F.pad(keys, (0, 0, 1, 1))  # [B, T + 2, N]: the blank before and after (keys 0)
     span = t + 2
@@ -39,35 +37,37 @@ def ngram_buckets(keys: torch.Tensor, lengths: torch.Tensor, salts: torch.Tensor
     for n in range(2, orders + 1):
         h = h[:, :-1] + padded[:, n - 1 :, n - 1]  # starts 0 .. span - n
         hashes.append(F.pad(h, (0, n - 1)))
+    stacked = torch.stack(hashes, -1)  # [B, span, N]
     p = torch.arange(span, device=keys.device)[None, :, None]
     order = torch.arange(1, orders + 1, device=keys.device)[None, None, :]
     valid = p <= lengths.to(keys.device)[:, None, None] + 2 - order
-    if words:
-        word, ends = word_hashes(padded[:, :, 0], hashes[1])
-        hashes.append(word)
-        valid = torch.cat([valid, ends[:, :, None]], -1)
-    stacked = torch.stack(hashes, -1)  # [B, span, N (+ 1)]
-    ids = torch.remainder(torch.remainder(stacked + salts, KEY_MOD) * MIX, KEY_MOD) // (1 << (KEY_BITS - bucket_bits))
-    return ids, valid
+    return bucket_ids(stacked, salts[:orders], bucket_bits), valid
 
 
-def word_hashes(first: torch.Tensor, bigrams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(hash [B, S], ends bool [B, S]) of the word ending at each position of padded texts: the sum of the
-    bigram hashes that end in its cells (the first is (blank, first cell), so a word's start counts and "ab"
-    and "ba" differ), valid where a non-blank cell is followed by a blank.
+def bucket_ids(h: torch.Tensor, salt: torch.Tensor, bucket_bits: int) -> torch.Tensor:
+    """Bucket of summed keys `h` (torch twin of glyphkeys.bucket_of): multiplicative hashing, top bits."""
+    return torch.remainder(torch.remainder(h + salt, KEY_MOD) * MIX, KEY_MOD) // (1 << (KEY_BITS - bucket_bits))
 
-    `first`: the order-1 keys [B, S] (0 = blank); `bigrams`: the order-2 sums starting at each position [B, S].
+
+def word_buckets(keys: torch.Tensor, salt: torch.Tensor, bucket_bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(bucket ids [B, T + 2], valid [B, T + 2]) of the word (a run of non-blank cells) ending at each position of
+    the key sequences [B, T, >= 2] padded with a blank on each side, valid at a word's last cell: the sum of the
+    bigram hashes that end in its cells (the first is (blank, first cell), so a word's start counts and "ab" and
+    "ba" differ), plus its salt.
+
     A running sum less its value at the word's opening blank (each blank starts a group: its value scattered to
     the group's slot, gathered back by every cell of the group): integer CumSum, ScatterElements and
-    GatherElements, O(S) and exact in ONNX too (a text of S cells sums below S * 2^32 < 2^63)."""
+    GatherElements, O(T) and exact in ONNX too (a text of T cells sums below T * 2^32 < 2^63)."""
+    first = F.pad(keys[:, :, 0], (1, 1))  # [B, S = T + 2]: the blank before and after
     blank = first == 0
+    ending_here = F.pad(first[:, :-1] + F.pad(keys[:, :, 1], (1, 1))[:, 1:], (1, 0))  # bigram (q - 1, q) at q
+    running = torch.cumsum(torch.where(blank, torch.zeros_like(ending_here), ending_here), 1)
     group = torch.cumsum(blank.to(torch.int64), 1)  # a word's cells share its opening blank's count
-    ending_here = torch.where(blank, torch.zeros_like(bigrams), F.pad(bigrams[:, :-1], (1, 0)))
-    running = torch.cumsum(ending_here, 1)
     at_blank = torch.zeros(group.shape[0], group.shape[1] + 1, dtype=running.dtype, device=running.device)
     at_blank = at_blank.scatter_add(1, group, torch.where(blank, running, torch.zeros_like(running)))
-    ends = ~blank & F.pad(blank[:, 1:], (0, 1), value=True)
-    return running - at_blank.gather(1, group), ends
+    ends = F.pad(~blank[:, :-1] & blank[:, 1:], (0, 1))  # a non-blank cell, then a blank
+    return bucket_ids(running - at_blank.gather(1, group), salt, bucket_bits), ends
+
 
 def pixel_keys(cells: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """int64 keys [..., N] of uint8-valued cells [..., ch * cw] (torch twin of glyphkeys.cell_keys)."""
@@ -85,6 +85,7 @@ class GlyphNgrams(nn.Module):
         self.orders, self.bucket_bits, self.dropout, self.words = orders, bucket_bits, dropout, words
         self.table = nn.Embedding(1 << bucket_bits, dim, sparse=True)
         nn.init.normal_(self.table.weight, std=0.02)
+        # one salt per order, then the words'
         self.register_buffer("salts", torch.from_numpy(order_salts(orders + words)), persistent=False)
         self.register_buffer("weights", torch.from_numpy(key_weights(pixels, orders)), persistent=False)
         # keys of the atlas's glyphs [G, N], set with the atlas (they are a function of its pixels)
@@ -94,16 +95,25 @@ class GlyphNgrams(nn.Module):
         """Keys of the uint8 atlas cells [G, ch, cw] (glyph id = index)."""
         self.keys = torch.from_numpy(cell_keys(cells, self.orders)).to(self.keys.device)
 
+    def buckets(self, keys: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ids [B, K], valid [B, K]): every n-gram's slot of the key sequences [B, T, N], then every word's."""
+        ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits)
+        ids, valid = ids.flatten(1), valid.flatten(1)
+        if self.words:
+            word_ids, word_valid = word_buckets(keys, self.salts[self.orders], self.bucket_bits)
+            ids, valid = torch.cat([ids, word_ids], 1), torch.cat([valid, word_valid], 1)
+        return ids, valid
+
     def pooled(self, keys: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """[B, dim]: mean row over every valid n-gram of the key sequences [B, T, N], as one bag per text
         (fastText's EmbeddingBag: no [B, P * N, dim] intermediate, and only the rows of real n-grams get a
         gradient)."""
-        ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits, self.words)
+        ids, valid = self.buckets(keys, lengths)
         if self.training and self.dropout > 0:
             valid = valid & (torch.rand(valid.shape, device=valid.device) >= self.dropout)
-        counts = valid.flatten(1).sum(1)
+        counts = valid.sum(1)
         offsets = torch.cumsum(counts, 0) - counts
-        flat = ids.flatten(1)[valid.flatten(1)]
+        flat = ids[valid]
         if self.table.sparse and torch.is_grad_enabled() and self.table.weight.requires_grad:
             # each distinct row gathered once: the table's sparse gradient then holds every touched row once, in
             # order (the optimizer skips coalescing a gradient of one value per n-gram; bench/train_step.py)
@@ -114,9 +124,9 @@ class GlyphNgrams(nn.Module):
 
     def pooled_gathered(self, keys: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """`pooled` as a gather and a masked mean (what the exported ONNX graph computes: it has no bag op)."""
-        ids, valid = ngram_buckets(keys, lengths, self.salts, self.bucket_bits, self.words)
-        rows = self.table(ids.reshape(ids.shape[0], -1))  # [B, P * N, dim]
-        w = valid.reshape(valid.shape[0], 1, -1).to(rows.dtype)
+        ids, valid = self.buckets(keys, lengths)
+        rows = self.table(ids)  # [B, K, dim]
+        w = valid[:, None, :].to(rows.dtype)
         w = w / w.sum(-1, keepdim=True).clamp(min=1)
         return torch.matmul(w, rows).squeeze(1)  # the masked mean as one batched product
 
