@@ -184,8 +184,8 @@ def test_table_buckets_are_the_numpy_reference():
 
 def test_word_buckets_are_the_numpy_reference_and_one_per_word():
     """With `ngram_words` each run of ink cells adds one more bucket after the n-grams': the reference's, in
-    reading order (one slot a cell, valid at a word's last), a word's bucket the same wherever it stands, and a
-    different one for its glyphs in another order."""
+    reading order (one slot a pair of cells: a word never ends at two neighbours), a word's bucket the same
+    wherever it stands, and a different one for its glyphs in another order."""
     from pixelpipe.data.glyphkeys import cell_keys, text_buckets
 
     cfg = encoder_config(line_chars=9, num_classes=5, ngram_orders=3, ngram_bits=12, ngram_dim=4, ngram_words=True)
@@ -193,9 +193,9 @@ def test_word_buckets_are_the_numpy_reference_and_one_per_word():
     rows = [[1, 2, 0, 3, 4, 5, 0, 1, 2], [2, 1, 0, 0, 6, 0, 0, 0, 0], [0, 7, 7, 0, 0, 0, 0, 0, 0]]
     glyphs, lengths = torch.tensor(rows), torch.tensor([9, 5, 3])
     keys = cell_keys(toy_atlas().numpy(), 3)
-    for cut in (9, 8):
+    for cut in (9, 8):  # an odd and an even number of padded cells
         ids, valid = ngrams.buckets(ngrams.keys[glyphs[:, :cut]], lengths.clamp(max=cut))
-        assert ids.shape == valid.shape == (3, 4 * (cut + 2))
+        assert ids.shape == valid.shape == (3, 3 * (cut + 2) + (cut + 3) // 2)
         words = [ids[b, 3 * (cut + 2):][valid[b, 3 * (cut + 2):]].tolist() for b in range(3)]
         for b, n in enumerate(lengths.clamp(max=cut).tolist()):
             ref = text_buckets(keys[glyphs[b, :n].numpy()], 3, 12, words=True)

@@ -111,7 +111,7 @@ def test_loaded_profiles_are_fresh_copies():
 # Values the profiles gave when they were Python dicts in core/hardware.py (before profiles.yaml), pinned so that
 # moving them, or the YAML anchors sharing them between profiles, changes no resolved config (the cpu values since
 # changed on purpose: every language by default, checkpoints every 1000 / 500 steps, a teacher that reads more,
-# both models reading twice as often at batch 256, whole-word table rows).
+# both models reading twice as often at batch 256).
 PINNED = {
     "cpu": {"corpus.languages": None,
             "corpus.num_samples": 480000, "corpus.splits": {"train": 0.91, "val": 0.045, "test": 0.045},
@@ -119,7 +119,6 @@ PINNED = {
             "teacher.model.core": "none", "teacher.model.dim": 32, "teacher.model.activation": "relu",
             "teacher.model.ngram_orders": 5, "teacher.model.ngram_bits": 19, "teacher.model.ngram_dim": 128,
             "student.model.ngram_orders": 4, "student.model.ngram_bits": 17, "student.model.ngram_dim": 64,
-            "teacher.model.ngram_words": True, "student.model.ngram_words": True,
             "teacher.train.lr": 0.004, "student.train.epochs": 2.6, "student.train.batch_size": 256, "student.model.dim": 16,
             "student.train.augment": ["case", "no_diacritics", "lookalikes"], "student.checkpoint.every_steps": 500,
             "teacher.checkpoint.keep_last": 1, "teacher.checkpoint.every_steps": 2000,

@@ -50,10 +50,11 @@ def bucket_ids(h: torch.Tensor, salt: torch.Tensor, bucket_bits: int) -> torch.T
 
 
 def word_buckets(keys: torch.Tensor, salt: torch.Tensor, bucket_bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bucket ids [B, T + 2], valid [B, T + 2]) of the word (a run of non-blank cells) ending at each position of
-    the key sequences [B, T, >= 2] padded with a blank on each side, valid at a word's last cell: the sum of the
-    bigram hashes that end in its cells (the first is (blank, first cell), so a word's start counts and "ab" and
-    "ba" differ), plus its salt.
+    """(bucket ids [B, (T + 3) // 2], valid) of every word (a run of non-blank cells) of the key sequences
+    [B, T, >= 2] padded with a blank on each side, in reading order: the sum of the bigram hashes that end in its
+    cells (the first is (blank, first cell), so a word's start counts and "ab" and "ba" differ), plus its salt.
+    A word ends at a cell followed by a blank, so no two neighbouring cells both end one: one slot a pair of
+    cells, half the table rows a slot a cell would gather for every text (most of them masked).
 
     A running sum less its value at the word's opening blank (each blank starts a group: its value scattered to
     the group's slot, gathered back by every cell of the group): integer CumSum, ScatterElements and
@@ -65,8 +66,12 @@ def word_buckets(keys: torch.Tensor, salt: torch.Tensor, bucket_bits: int) -> tu
     group = torch.cumsum(blank.to(torch.int64), 1)  # a word's cells share its opening blank's count
     at_blank = torch.zeros(group.shape[0], group.shape[1] + 1, dtype=running.dtype, device=running.device)
     at_blank = at_blank.scatter_add(1, group, torch.where(blank, running, torch.zeros_like(running)))
-    ends = F.pad(~blank[:, :-1] & blank[:, 1:], (0, 1))  # a non-blank cell, then a blank
-    return bucket_ids(running - at_blank.gather(1, group), salt, bucket_bits), ends
+    sums = F.pad(running - at_blank.gather(1, group), (0, 1))
+    ends = F.pad(~blank[:, :-1] & blank[:, 1:], (0, 2))  # [B, S + 1]: a non-blank cell, then a blank
+    span = first.shape[1]
+    even, odd = slice(0, span, 2), slice(1, span + 1, 2)  # (S + 1) // 2 pairs, the last padded when S is odd
+    word = torch.where(ends[:, even], sums[:, even], sums[:, odd])
+    return bucket_ids(word, salt, bucket_bits), ends[:, even] | ends[:, odd]
 
 
 def pixel_keys(cells: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
