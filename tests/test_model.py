@@ -181,7 +181,6 @@ def test_table_buckets_are_the_numpy_reference():
             assert len(ref[order]) == max(0, n + 3 - (order + 1))
 
 
-
 def test_word_buckets_are_the_numpy_reference_and_one_per_word():
     """With `ngram_words` each run of ink cells adds one more bucket after the n-grams': the reference's, in
     reading order (one slot a pair of cells: a word never ends at two neighbours), a word's bucket the same
@@ -212,6 +211,12 @@ def test_word_buckets_are_the_numpy_reference_and_one_per_word():
     assert plain.ngrams.buckets(plain.ngrams.keys[glyphs], lengths)[0].shape == (3, 3 * 11)
     with pytest.raises(ValueError, match="ngram_words"):
         encoder_config(ngram_orders=1, ngram_bits=8, ngram_dim=4, ngram_words=True).validate()
+    ngrams.train()  # training: the words' rows are in each text's bag and get the sparse gradient
+    ngrams.pooled(ngrams.keys[glyphs], lengths).sum().backward()
+    touched = set(ngrams.table.weight.grad.coalesce().indices()[0].tolist())
+    word_rows = set(whole[0][:, 3 * 11:][whole[1][:, 3 * 11:]].tolist())  # "12", "345", "21", "6", "77"
+    assert set(whole[0][whole[1]].tolist()) == touched and len(word_rows) == 5 and word_rows <= touched
+
 
 def test_look_alike_letters_share_their_table_rows():
     """Keys are hashed from pixels: Latin "a" and Cyrillic "а" draw the same cell, so every n-gram holding one
