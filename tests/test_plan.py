@@ -354,3 +354,20 @@ def test_a_larger_batch_is_planned_faster_on_cpu(tiny_cfg):
     assert large["samples"] == small["samples"]
     assert large["detail"]["steps"] * 2 == small["detail"]["steps"]
     assert large["work_s"] < small["work_s"]
+
+
+def test_word_rows_are_planned_as_a_slot_every_two_cells():
+    """With `ngram_words` a text reads its n-grams' rows and a word slot every two cells (the exported graph's
+    layout; the planner's memory and time terms count them); without tables it reads none."""
+    from pixelpipe.model.encoder import EncoderConfig
+    from pixelpipe.model.ngrams import GlyphNgrams
+    from pixelpipe.plan.stages import table_elements
+    from tests._engine_utils import encoder_config
+
+    tables = dict(ngram_orders=3, ngram_bits=8, ngram_dim=4)
+    plain, words = encoder_config(**tables), encoder_config(**tables, ngram_words=True)
+    ngrams = GlyphNgrams(3, 8, 4, 16 * 8, words=True)
+    word_slots = ngrams.buckets(torch.ones(1, 9, 3, dtype=torch.int64), torch.tensor([9]))[0].shape[1] - 3 * 11
+    assert table_elements(plain, 9) == (11 + 10 + 9) * 4  # the n-grams of 1, 2 and 3 glyphs of " text "
+    assert table_elements(words, 9) - table_elements(plain, 9) == word_slots * 4 == 6 * 4
+    assert table_elements(EncoderConfig(**{**plain.to_dict(), "ngram_orders": 0}), 9) == 0

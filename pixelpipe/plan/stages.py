@@ -201,12 +201,14 @@ def _train_tokens(inp: PlanInputs, enc: EncoderConfig, settings: TrainSettings, 
 
 def table_elements(enc: EncoderConfig, clusters: float) -> float:
     """n-gram table row elements one text of `clusters` glyphs reads: every n-gram of 1..N glyphs of the text
-    padded with a blank on each side, a row of ngram_dim each (0 without tables)."""
+    padded with a blank on each side, and with `ngram_words` a word slot every two cells (the gathered form's,
+    model/ngrams.py:word_buckets), a row of ngram_dim each (0 without tables)."""
     n = enc.ngram_orders
     if not n:
         return 0.0
     grams = sum(max(0.0, clusters + 2 - k + 1) for k in range(1, n + 1))
-    return grams * enc.ngram_dim
+    words = (clusters + 3) / 2 if enc.ngram_words else 0.0
+    return (grams + words) * enc.ngram_dim
 
 
 def _predict_train(inp: PlanInputs, role: RoleSettings, enc: EncoderConfig, extra_tensors: dict,
