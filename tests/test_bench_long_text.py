@@ -12,8 +12,6 @@ import pytest
 
 from tests.workflow_utils import REPO, TINY
 
-pytestmark = pytest.mark.slow
-
 
 def load_bench():
     spec = importlib.util.spec_from_file_location("long_text_errors", REPO / "bench" / "long_text_errors.py")
@@ -31,6 +29,7 @@ def test_misses_are_counted_by_family_and_pair():
     assert sorted(map(tuple, got["pairs"])) == [("bs", "hr", 1), ("de", "nl", 1), ("ms", "id", 1)]
 
 
+@pytest.mark.slow
 def test_the_tiny_runs_students_on_long_texts(tiny_workdir, tmp_path):
     out = tmp_path / "long.json"
     proc = subprocess.run([sys.executable, "bench/long_text_errors.py", "--runs", str(tiny_workdir), str(tiny_workdir),
